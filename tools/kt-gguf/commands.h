@@ -1,0 +1,6 @@
+// Subcommands of kt-gguf; each returns the process exit code.
+#pragma once
+
+namespace kt::gguf_tool {
+int info_main(int argc, char** argv);
+}

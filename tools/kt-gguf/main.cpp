@@ -1,0 +1,22 @@
+// kt-gguf: inspect GGUF files (and, later, synthesize full-size models).
+#include <cstdio>
+#include <cstring>
+
+#include "tools/kt-gguf/commands.h"
+
+static void usage(FILE* out) {
+  std::fprintf(out,
+               "usage: kt-gguf <command> [args]\n"
+               "  info FILE [--all]   architecture, hyper-parameters, tokenizer, tensor table with totals per type\n");
+}
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "--help")) {
+    usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  if (!std::strcmp(argv[1], "info")) return kt::gguf_tool::info_main(argc - 2, argv + 2);
+  std::fprintf(stderr, "kt-gguf: unknown command '%s'\n", argv[1]);
+  usage(stderr);
+  return 2;
+}
