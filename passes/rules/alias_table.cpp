@@ -1,0 +1,87 @@
+#include "passes/rules/alias_table.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace kt::rules {
+
+extern const char kBuiltinAliasesYaml[];  // generated from rules/aliases.yaml
+
+namespace {
+
+Result<Alias> resolve(const std::map<std::string, Alias, std::less<>>& table, const std::string& what,
+                      const std::string& name, const SourceLoc& loc, std::vector<std::string>* warnings) {
+  auto it = table.find(name);
+  if (it == table.end()) return err(loc.str(), ": unknown ", what, " '", name, "' (not in kt's alias table, rules/aliases.yaml)");
+  const Alias& a = it->second;
+  if (!a.unsupported.empty()) return err(loc.str(), ": ", what, " '", name, "' is not supported: ", a.unsupported);
+  if (!a.instead.empty() && warnings)
+    warnings->push_back(loc.str() + ": warning: " + what + " '" + name + "': kt uses " + a.instead);
+  return a;
+}
+
+}  // namespace
+
+Result<AliasTable> AliasTable::parse(std::string_view text, const std::string& name) {
+  AliasTable t;
+  try {
+    const YAML::Node root = YAML::Load(std::string(text));
+    for (const auto& kv : root["model_classes"]) t.model_classes_[kv.first.Scalar()] = kv.second.Scalar();
+    auto read = [](const YAML::Node& section, std::map<std::string, Alias, std::less<>>& out) {
+      for (const auto& kv : section) {
+        Alias a;
+        a.kt = kv.second["kt"].as<std::string>();
+        if (kv.second["instead"]) a.instead = kv.second["instead"].as<std::string>();
+        if (kv.second["unsupported"]) a.unsupported = kv.second["unsupported"].as<std::string>();
+        out[kv.first.Scalar()] = a;
+      }
+    };
+    read(root["classes"], t.classes_);
+    read(root["ops"], t.ops_);
+  } catch (const YAML::Exception& e) {
+    return err(name, ":", e.mark.line + 1, ":", e.mark.column + 1, ": ", e.msg);
+  }
+  if (t.classes_.empty() || t.ops_.empty() || t.model_classes_.empty())
+    return err(name, ": alias table needs model_classes, classes and ops");
+  return t;
+}
+
+const AliasTable& AliasTable::builtin() {
+  static const AliasTable table = [] {
+    auto t = parse(kBuiltinAliasesYaml, "rules/aliases.yaml");
+    if (!t) {  // the build embeds a file the tests parse: failing here is a build bug
+      std::fprintf(stderr, "kt: built-in alias table: %s\n", t.error().message.c_str());
+      std::abort();
+    }
+    return std::move(t.value());
+  }();
+  return table;
+}
+
+const std::string* AliasTable::model_class(std::string_view cls) const {
+  auto it = model_classes_.find(cls);
+  return it == model_classes_.end() ? nullptr : &it->second;
+}
+
+Result<Alias> AliasTable::resolve_class(const std::string& name, const SourceLoc& loc, std::vector<std::string>* warnings) const {
+  return resolve(classes_, "operator class", name, loc, warnings);
+}
+
+Result<Alias> AliasTable::resolve_op(const std::string& name, const SourceLoc& loc, std::vector<std::string>* warnings) const {
+  return resolve(ops_, "op", name, loc, warnings);
+}
+
+Status AliasTable::check(const RuleFile& f, std::vector<std::string>* warnings) const {
+  for (const Rule& r : f.rules) {
+    if (r.match_class && !model_class(*r.match_class))
+      return err(r.class_loc.str(), ": unknown class '", *r.match_class, "' in match (no kt op has this class)");
+    KT_TRY(resolve_class(r.replace_class, r.replace_loc, warnings));
+    for (const char* key : {"generate_op", "prefill_op"})
+      if (const KwValue* v = r.kwarg(key)) KT_TRY(resolve_op(v->scalar, v->loc, warnings));
+  }
+  return ok_status();
+}
+
+}  // namespace kt::rules
