@@ -1,0 +1,131 @@
+#include "runtime/plan_loader.h"
+
+#include <filesystem>
+#include <fstream>
+
+namespace kt {
+
+uint64_t gguf_fingerprint(const GgufFile& f) {
+  uint64_t h = 1469598103934665603ull;
+  const uint8_t* p = f.bytes();
+  for (uint64_t i = 0; i < f.data_offset(); ++i) {
+    h ^= p[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+Result<PlanFile> PlanFile::load(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return err(path, ": cannot open plan");
+  const std::streamoff size = in.tellg();
+  // A plan holds no weights: anything this large is not a plan.
+  if (size < 0 || size > (std::streamoff(1) << 31)) return err(path, ": not a plan (", size, " bytes)");
+  std::vector<uint8_t> bytes(static_cast<size_t>(size));
+  in.seekg(0);
+  if (!in.read(reinterpret_cast<char*>(bytes.data()), size)) return err(path, ": cannot read plan");
+  return from_bytes(path, std::move(bytes));
+}
+
+Result<PlanFile> PlanFile::from_bytes(std::string name, std::vector<uint8_t> bytes) {
+  PlanFile p;
+  p.path_ = std::move(name);
+  p.bytes_ = std::move(bytes);
+  KT_TRY(p.verify());
+  return p;
+}
+
+Status PlanFile::verify() {
+  const std::string& n = path_;
+  // Plans are size-prefixed, so a truncated file is caught even where the
+  // verifier alone would accept the bytes that remain.
+  if (bytes_.size() < 12) return err(n, ": not a plan: ", bytes_.size(), " bytes is too short");
+  if (!flatbuffers::BufferHasIdentifier(bytes_.data(), plan::PlanIdentifier(), /*size_prefixed=*/true))
+    return err(n, ": not a kt plan (file identifier is not KTPL)");
+  const uint32_t prefix = flatbuffers::ReadScalar<uint32_t>(bytes_.data());
+  if (uint64_t(prefix) + 4 != bytes_.size())
+    return err(n, ": truncated or padded plan: it says ", uint64_t(prefix) + 4, " bytes, the file has ", bytes_.size());
+  flatbuffers::Verifier v(bytes_.data(), bytes_.size(), /*max_depth=*/64, /*max_tables=*/10'000'000);
+  if (!plan::VerifySizePrefixedPlanBuffer(v)) return err(n, ": corrupt plan: the FlatBuffers verifier rejects it");
+  plan_ = plan::GetSizePrefixedPlan(bytes_.data());
+  const plan::Plan& pl = *plan_;
+  if (pl.schema_version() != kPlanSchemaVersion)
+    return err(n, ": plan schema version ", pl.schema_version(), ", this kt reads version ", kPlanSchemaVersion,
+               ": recompile the plan with this kt-compile");
+  if (!pl.gguf() || !pl.gguf()->path() || pl.gguf()->path()->size() == 0) return err(n, ": plan names no GGUF file");
+  if (!pl.model()) return err(n, ": plan has no model section");
+  const uint32_t n_dev = pl.devices() ? pl.devices()->size() : 0;
+  const uint32_t n_buf = pl.buffers() ? pl.buffers()->size() : 0;
+  const uint32_t n_w = pl.weights() ? pl.weights()->size() : 0;
+  if (n_dev == 0) return err(n, ": plan has no devices");
+  auto dev_ok = [&](int d) { return d >= 0 && uint32_t(d) < n_dev; };
+
+  for (uint32_t i = 0; i < n_w; ++i) {
+    const plan::Weight* w = pl.weights()->Get(i);
+    const std::string what = "weight " + std::to_string(i);
+    if (!w->tensor()) return err(n, ": ", what, " names no tensor");
+    if (!dev_ok(w->device())) return err(n, ": ", what, " ('", w->tensor()->str(), "'): device ", w->device(), " does not exist");
+    if (!find_type(w->type())) return err(n, ": ", what, " ('", w->tensor()->str(), "'): unknown type id ", w->type());
+  }
+  for (uint32_t i = 0; i < n_buf; ++i) {
+    const plan::Buffer* b = pl.buffers()->Get(i);
+    const std::string what = "buffer " + std::to_string(i) + (b->name() ? " '" + b->name()->str() + "'" : "");
+    if (!dev_ok(b->device())) return err(n, ": ", what, ": device ", b->device(), " does not exist");
+    const TypeTraits* tt = find_type(b->type());
+    if (!tt || tt->block_size != 1) return err(n, ": ", what, ": element type id ", b->type(), " is not a plain float type");
+    if (b->row_elems() <= 0 || b->max_rows() <= 0) return err(n, ": ", what, ": empty shape");
+    uint64_t bytes = 0, end = 0;
+    if (__builtin_mul_overflow(uint64_t(b->row_elems()), uint64_t(b->max_rows()), &bytes) ||
+        __builtin_mul_overflow(bytes, uint64_t(tt->type_size), &bytes) ||
+        __builtin_add_overflow(b->offset(), bytes, &end) || end > pl.devices()->Get(uint32_t(b->device()))->arena_bytes())
+      return err(n, ": ", what, ": [", b->offset(), ", +", bytes, ") lies outside its device's arena");
+  }
+  if (!pl.phases() || pl.phases()->size() == 0) return err(n, ": plan has no phases");
+  for (const plan::Phase* ph : *pl.phases()) {
+    const std::string pname = ph->name() ? ph->name()->str() : "?";
+    if (!ph->calls()) continue;
+    for (uint32_t c = 0; c < ph->calls()->size(); ++c) {
+      const plan::Call* call = ph->calls()->Get(c);
+      const std::string what = pname + " call " + std::to_string(c) + (call->path() ? " (" + call->path()->str() + ")" : "");
+      if (!call->kernel() || call->kernel()->size() == 0) return err(n, ": ", what, ": names no kernel");
+      if (!dev_ok(call->device())) return err(n, ": ", what, ": device ", call->device(), " does not exist");
+      for (auto* list : {call->inputs(), call->outputs()})
+        if (list)
+          for (int b : *list)
+            if (b < 0 || uint32_t(b) >= n_buf) return err(n, ": ", what, ": buffer index ", b, " out of range (", n_buf, " buffers)");
+      if (call->weights())
+        for (int w : *call->weights())
+          if (w < 0 || uint32_t(w) >= n_w) return err(n, ": ", what, ": weight index ", w, " out of range (", n_w, " weights)");
+    }
+  }
+  return ok_status();
+}
+
+std::string PlanFile::gguf_path() const {
+  const std::filesystem::path g(plan_->gguf()->path()->str());
+  if (g.is_absolute()) return g.string();
+  return (std::filesystem::path(path_).parent_path() / g).lexically_normal().string();
+}
+
+Status PlanFile::check_gguf(const GgufFile& f) const {
+  const plan::GgufRef& ref = *plan_->gguf();
+  if (f.file_size() != ref.size())
+    return err(path_, ": ", f.path(), " has changed since the plan was compiled (", f.file_size(), " bytes, the plan expects ",
+               ref.size(), "): recompile the plan");
+  if (gguf_fingerprint(f) != ref.fingerprint())
+    return err(path_, ": ", f.path(), " has changed since the plan was compiled (its header or tensor table differ): recompile the plan");
+  return ok_status();
+}
+
+Status PlanFile::check_kernels(const std::function<bool(std::string_view)>& has_kernel) const {
+  for (const plan::Phase* ph : *plan_->phases()) {
+    if (!ph->calls()) continue;
+    for (const plan::Call* call : *ph->calls())
+      if (!has_kernel(call->kernel()->string_view()))
+        return err(path_, ": kernel '", call->kernel()->str(), "' (", ph->name() ? ph->name()->str() : "?",
+                   call->path() ? ", " + call->path()->str() : std::string(), ") is not in this build");
+  }
+  return ok_status();
+}
+
+}  // namespace kt
