@@ -151,14 +151,17 @@ void GgufWriter::emit(Sink& s, bool header_only) const {
   };
   pad();
   if (header_only) return;
-  // Streamed tensors are produced in 64 MiB chunks so a 10 GB file needs no 10 GB buffer.
+  // Streamed tensors are produced in ~64 MiB chunks of whole blocks, so a 10 GB
+  // file needs no 10 GB buffer and a fill callback never sees half a block.
   constexpr uint64_t kChunk = 64ull << 20;
   std::unique_ptr<uint8_t[]> chunk;
   for (const Tensor& t : tensors_) {
     if (t.fill) {
       if (!chunk) chunk.reset(new uint8_t[kChunk]);
+      const uint64_t bs = type_traits(t.type).type_size;
+      const uint64_t step = kChunk / bs * bs;
       for (uint64_t done = 0; done < t.nbytes;) {
-        const uint64_t n = std::min(kChunk, t.nbytes - done);
+        const uint64_t n = std::min(step, t.nbytes - done);
         t.fill(chunk.get(), n);
         s.put(chunk.get(), n);
         done += n;

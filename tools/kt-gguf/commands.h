@@ -3,4 +3,5 @@
 
 namespace kt::gguf_tool {
 int info_main(int argc, char** argv);
+int synth_main(int argc, char** argv);
 }

@@ -7,7 +7,9 @@
 static void usage(FILE* out) {
   std::fprintf(out,
                "usage: kt-gguf <command> [args]\n"
-               "  info FILE [--all]   architecture, hyper-parameters, tokenizer, tensor table with totals per type\n");
+               "  info FILE [--all]   architecture, hyper-parameters, tokenizer, tensor table with totals per type\n"
+               "  synth --like NAME [--quant Q4_K_M] [--layers N] -o FILE\n"
+               "                      a full-size model's layout with random valid weights (benchmarks)\n");
 }
 
 int main(int argc, char** argv) {
@@ -16,6 +18,7 @@ int main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   if (!std::strcmp(argv[1], "info")) return kt::gguf_tool::info_main(argc - 2, argv + 2);
+  if (!std::strcmp(argv[1], "synth")) return kt::gguf_tool::synth_main(argc - 2, argv + 2);
   std::fprintf(stderr, "kt-gguf: unknown command '%s'\n", argv[1]);
   usage(stderr);
   return 2;
