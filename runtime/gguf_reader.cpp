@@ -180,7 +180,7 @@ class GgufParser {
     const uint64_t at = pos_;
     std::string_view key;
     KT_TRY(read_string(&key, "metadata key " + std::to_string(i)));
-    std::string field = "metadata '" + std::string(key) + "'";
+    std::string field = "metadata '" + printable(key) + "'";
     if (key.empty()) return fail(at, field, "empty key");
     if (f_.kv_index_.count(key)) return fail(at, field, "duplicate key");
     const uint64_t tat = pos_;
@@ -213,7 +213,7 @@ class GgufParser {
     std::string_view name;
     KT_TRY(read_string(&name, "tensor " + std::to_string(i) + " name"));
     t.name = std::string(name);
-    const std::string field = "tensor '" + t.name + "'";
+    const std::string field = "tensor '" + printable(t.name) + "'";
     if (name.empty()) return fail(t.info_offset, field, "empty name");
     if (f_.tensor_index_.count(name)) return fail(t.info_offset, field, "duplicate tensor name");
     uint64_t at = pos_;
@@ -255,7 +255,7 @@ class GgufParser {
     std::vector<size_t> order(f_.tensors_.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
     for (GgufTensor& t : f_.tensors_) {
-      const std::string field = "tensor '" + t.name + "'";
+      const std::string field = "tensor '" + printable(t.name) + "'";
       const uint64_t off_at = t.info_offset + 8 + t.name.size() + 4 + 8 * uint64_t(t.n_dims) + 4;
       if (t.offset % f_.alignment_ != 0)
         return fail(off_at, field, "data offset ", t.offset, " is not a multiple of the alignment ", f_.alignment_);
@@ -269,7 +269,8 @@ class GgufParser {
       const GgufTensor& prev = f_.tensors_[order[k - 1]];
       const GgufTensor& cur = f_.tensors_[order[k]];
       if (cur.offset < prev.offset + prev.nbytes)
-        return fail(cur.info_offset, "tensor '" + cur.name + "'", "data at offset ", cur.offset, " overlaps tensor '", prev.name, "' [", prev.offset, ", +", prev.nbytes, ")");
+        return fail(cur.info_offset, "tensor '" + printable(cur.name) + "'", "data at offset ", cur.offset, " overlaps tensor '",
+                    printable(prev.name), "' [", prev.offset, ", +", prev.nbytes, ")");
     }
     return ok_status();
   }

@@ -64,12 +64,12 @@ Status PlanFile::verify() {
     const plan::Weight* w = pl.weights()->Get(i);
     const std::string what = "weight " + std::to_string(i);
     if (!w->tensor()) return err(n, ": ", what, " names no tensor");
-    if (!dev_ok(w->device())) return err(n, ": ", what, " ('", w->tensor()->str(), "'): device ", w->device(), " does not exist");
-    if (!find_type(w->type())) return err(n, ": ", what, " ('", w->tensor()->str(), "'): unknown type id ", w->type());
+    if (!dev_ok(w->device())) return err(n, ": ", what, " ('", printable(w->tensor()->string_view()), "'): device ", w->device(), " does not exist");
+    if (!find_type(w->type())) return err(n, ": ", what, " ('", printable(w->tensor()->string_view()), "'): unknown type id ", w->type());
   }
   for (uint32_t i = 0; i < n_buf; ++i) {
     const plan::Buffer* b = pl.buffers()->Get(i);
-    const std::string what = "buffer " + std::to_string(i) + (b->name() ? " '" + b->name()->str() + "'" : "");
+    const std::string what = "buffer " + std::to_string(i) + (b->name() ? " '" + printable(b->name()->string_view()) + "'" : "");
     if (!dev_ok(b->device())) return err(n, ": ", what, ": device ", b->device(), " does not exist");
     const TypeTraits* tt = find_type(b->type());
     if (!tt || tt->block_size != 1) return err(n, ": ", what, ": element type id ", b->type(), " is not a plain float type");
@@ -82,11 +82,11 @@ Status PlanFile::verify() {
   }
   if (!pl.phases() || pl.phases()->size() == 0) return err(n, ": plan has no phases");
   for (const plan::Phase* ph : *pl.phases()) {
-    const std::string pname = ph->name() ? ph->name()->str() : "?";
+    const std::string pname = ph->name() ? printable(ph->name()->string_view()) : "?";
     if (!ph->calls()) continue;
     for (uint32_t c = 0; c < ph->calls()->size(); ++c) {
       const plan::Call* call = ph->calls()->Get(c);
-      const std::string what = pname + " call " + std::to_string(c) + (call->path() ? " (" + call->path()->str() + ")" : "");
+      const std::string what = pname + " call " + std::to_string(c) + (call->path() ? " (" + printable(call->path()->string_view()) + ")" : "");
       if (!call->kernel() || call->kernel()->size() == 0) return err(n, ": ", what, ": names no kernel");
       if (!dev_ok(call->device())) return err(n, ": ", what, ": device ", call->device(), " does not exist");
       for (auto* list : {call->inputs(), call->outputs()})
@@ -122,8 +122,8 @@ Status PlanFile::check_kernels(const std::function<bool(std::string_view)>& has_
     if (!ph->calls()) continue;
     for (const plan::Call* call : *ph->calls())
       if (!has_kernel(call->kernel()->string_view()))
-        return err(path_, ": kernel '", call->kernel()->str(), "' (", ph->name() ? ph->name()->str() : "?",
-                   call->path() ? ", " + call->path()->str() : std::string(), ") is not in this build");
+        return err(path_, ": kernel '", printable(call->kernel()->string_view()), "' (", ph->name() ? printable(ph->name()->string_view()) : "?",
+                   call->path() ? ", " + printable(call->path()->string_view()) : std::string(), ") is not in this build");
   }
   return ok_status();
 }

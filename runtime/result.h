@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 
@@ -26,6 +27,26 @@ Error err(Parts&&... parts) {
   };
   (append(parts), ...);
   return Error{std::move(s)};
+}
+
+// Text from an input file (a key, a tensor name, a YAML scalar) as it may appear
+// inside a one-line error: control bytes escaped as \xNN, long text cut with "...".
+// No input can make a message span lines or pages.
+inline std::string printable(std::string_view s, size_t max_len = 96) {
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < s.size() && i < max_len; ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c == 0x7f) {
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    } else {
+      out += char(c);
+    }
+  }
+  if (s.size() > max_len) out += "...";
+  return out;
 }
 
 template <class T>

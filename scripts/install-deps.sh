@@ -20,7 +20,7 @@ PKGS=(
   libdnnl-dev libgtest-dev libzstd-dev nlohmann-json3-dev
 )
 if [ $runtime_only -eq 0 ]; then
-  PKGS+=(llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools clang-22 lld-22)
+  PKGS+=(llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools clang-22 lld-22 libclang-rt-22-dev)
 fi
 
 missing=()

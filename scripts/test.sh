@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: first the runtime world under ASan+UBSan (GGUF reader,
-# hostile corpus, kernels, tokenizer, templates), then everything (compiler, lit,
-# tools) in the release build. The last line is ctest's summary of the release run.
+# hostile corpus, kernels, tokenizer, templates), then a bounded libFuzzer run of
+# every parser (KT_FUZZ_MINUTES each, default 0.5), then everything (compiler,
+# lit, tools) in the release build. The last line is ctest's summary of that run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${KT_JOBS:-$(nproc)}
@@ -10,6 +11,9 @@ echo "== sanitizers (address, undefined): runtime and kernels =="
 cmake --preset sanitize >/dev/null
 cmake --build --preset sanitize -j "$jobs"
 ctest --preset sanitize -j "$jobs" 2>&1 | tail -n 3
+
+echo "== fuzzing: every parser for ${KT_FUZZ_MINUTES:-0.5} min =="
+scripts/fuzz.sh all "${KT_FUZZ_MINUTES:-0.5}"
 
 echo "== release: full suite =="
 cmake --preset release >/dev/null

@@ -14,11 +14,11 @@ namespace {
 Result<Alias> resolve(const std::map<std::string, Alias, std::less<>>& table, const std::string& what,
                       const std::string& name, const SourceLoc& loc, std::vector<std::string>* warnings) {
   auto it = table.find(name);
-  if (it == table.end()) return err(loc.str(), ": unknown ", what, " '", name, "' (not in kt's alias table, rules/aliases.yaml)");
+  if (it == table.end()) return err(loc.str(), ": unknown ", what, " '", printable(name), "' (not in kt's alias table, rules/aliases.yaml)");
   const Alias& a = it->second;
-  if (!a.unsupported.empty()) return err(loc.str(), ": ", what, " '", name, "' is not supported: ", a.unsupported);
+  if (!a.unsupported.empty()) return err(loc.str(), ": ", what, " '", printable(name), "' is not supported: ", a.unsupported);
   if (!a.instead.empty() && warnings)
-    warnings->push_back(loc.str() + ": warning: " + what + " '" + name + "': kt uses " + a.instead);
+    warnings->push_back(loc.str() + ": warning: " + what + " '" + printable(name) + "': kt uses " + a.instead);
   return a;
 }
 
@@ -76,7 +76,7 @@ Result<Alias> AliasTable::resolve_op(const std::string& name, const SourceLoc& l
 Status AliasTable::check(const RuleFile& f, std::vector<std::string>* warnings) const {
   for (const Rule& r : f.rules) {
     if (r.match_class && !model_class(*r.match_class))
-      return err(r.class_loc.str(), ": unknown class '", *r.match_class, "' in match (no kt op has this class)");
+      return err(r.class_loc.str(), ": unknown class '", printable(*r.match_class), "' in match (no kt op has this class)");
     KT_TRY(resolve_class(r.replace_class, r.replace_loc, warnings));
     for (const char* key : {"generate_op", "prefill_op"})
       if (const KwValue* v = r.kwarg(key)) KT_TRY(resolve_op(v->scalar, v->loc, warnings));

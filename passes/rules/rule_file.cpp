@@ -28,7 +28,7 @@ Result<std::shared_ptr<const std::regex>> compile_pattern(const std::string& p, 
   try {
     return std::make_shared<const std::regex>(p, std::regex::ECMAScript);
   } catch (const std::regex_error& e) {
-    return at(l, "bad regular expression \"" + p + "\": " + e.what());
+    return at(l, "bad regular expression \"" + printable(p) + "\": " + e.what());
   }
 }
 
@@ -44,7 +44,7 @@ Result<Rule> parse_rule(const YAML::Node& item, const std::string& file) {
   for (const auto& kv : item) {
     const std::string key = kv.first.Scalar();
     if (key != "match" && key != "replace" && key != "recursive")
-      return at(loc_of(file, kv.first), "unknown rule key '" + key + "' (expected match, replace, recursive)");
+      return at(loc_of(file, kv.first), "unknown rule key '" + printable(key) + "' (expected match, replace, recursive)");
   }
   const YAML::Node match = item["match"], replace = item["replace"];
   if (!match) return at(r.loc, "rule has no 'match'");
@@ -67,7 +67,7 @@ Result<Rule> parse_rule(const YAML::Node& item, const std::string& file) {
       r.match_class = s.value();
       r.class_loc = kl;
     } else {
-      return at(loc_of(file, kv.first), "unknown match key '" + key + "' (expected name, class)");
+      return at(loc_of(file, kv.first), "unknown match key '" + printable(key) + "' (expected name, class)");
     }
   }
   if (!r.name_pattern && !r.match_class) return at(loc_of(file, match), "'match' needs 'name' or 'class'");
@@ -91,7 +91,7 @@ Result<Rule> parse_rule(const YAML::Node& item, const std::string& file) {
           v.is_map = true;
           for (const auto& e : a.second) {
             if (!e.first.IsScalar() || !e.second.IsScalar())
-              return at(loc_of(file, e.first), "kwargs." + a.first.Scalar() + " entries must be scalars");
+              return at(loc_of(file, e.first), "kwargs." + printable(a.first.Scalar()) + " entries must be scalars");
             v.entries.emplace_back(e.first.Scalar(), e.second.Scalar());
           }
         } else if (a.second.IsScalar()) {
@@ -99,12 +99,12 @@ Result<Rule> parse_rule(const YAML::Node& item, const std::string& file) {
         } else if (a.second.IsNull()) {
           v.scalar = "None";  // `prefill_op:` with no value, as Python reads it
         } else {
-          return at(v.loc, "kwargs." + a.first.Scalar() + " must be a scalar or a mapping");
+          return at(v.loc, "kwargs." + printable(a.first.Scalar()) + " must be a scalar or a mapping");
         }
         r.kwargs.emplace_back(a.first.Scalar(), std::move(v));
       }
     } else {
-      return at(loc_of(file, kv.first), "unknown replace key '" + key + "' (expected class, kwargs)");
+      return at(loc_of(file, kv.first), "unknown replace key '" + printable(key) + "' (expected class, kwargs)");
     }
   }
   if (r.replace_class.empty()) return at(loc_of(file, replace), "'replace' has no 'class' (use \"default\" to keep the module)");
@@ -114,7 +114,7 @@ Result<Rule> parse_rule(const YAML::Node& item, const std::string& file) {
     const std::string s = rec.IsScalar() ? rec.Scalar() : "";
     if (s == "True" || s == "true") r.recursive = true;
     else if (s == "False" || s == "false") r.recursive = false;
-    else return at(loc_of(file, rec), "'recursive' must be True or False, not '" + s + "'");
+    else return at(loc_of(file, rec), "'recursive' must be True or False, not '" + printable(s) + "'");
   }
   return r;
 }
@@ -148,7 +148,7 @@ Result<RuleFile> parse_rule_file(std::string_view text, const std::string& name)
   try {
     root = YAML::Load(std::string(text));
   } catch (const YAML::Exception& e) {
-    return err(name, ":", e.mark.line + 1, ":", e.mark.column + 1, ": malformed YAML: ", e.msg);
+    return err(name, ":", e.mark.line + 1, ":", e.mark.column + 1, ": malformed YAML: ", printable(e.msg, 200));
   }
   RuleFile f;
   f.path = name;
@@ -161,7 +161,7 @@ Result<RuleFile> parse_rule_file(std::string_view text, const std::string& name)
       f.rules.push_back(std::move(r.value()));
     }
   } catch (const YAML::Exception& e) {
-    return err(name, ":", e.mark.line + 1, ":", e.mark.column + 1, ": ", e.msg);
+    return err(name, ":", e.mark.line + 1, ":", e.mark.column + 1, ": ", printable(e.msg, 200));
   }
   return f;
 }

@@ -74,6 +74,10 @@ std::vector<Case> corpus() {
   edit("key-length-past-end", [](GgufParts& p) { Bytes k; k.u64(1000000).raw("abc", 3); p.kvs[0] = k; }, "metadata key 0");
   edit("key-length-2pow63", [](GgufParts& p) { Bytes k; k.u64(uint64_t(1) << 63); p.kvs[0] = k; }, "metadata key 0");
   edit("empty-key", [](GgufParts& p) { p.kvs[1] = GgufParts::kv_u32("", 1); }, "empty key");
+  // Found by fuzz_gguf: names from the file went into messages raw.
+  edit("newline-in-key", [](GgufParts& p) { p.kvs[1] = GgufParts::kv_u32("bad\nkey", 1); p.kvs.push_back(GgufParts::kv_u32("bad\nkey", 2)); },
+       "metadata 'bad\\x0akey': duplicate key");
+  edit("huge-tensor-name", [](GgufParts& p) { p.infos[1] = GgufParts::info(std::string(5000, 'n'), {64, 2}, 2, 129); }, "nnn...'");
   edit("duplicate-key", [](GgufParts& p) { p.kvs[1] = GgufParts::kv_str("general.architecture", "x"); }, "duplicate key");
   edit("unknown-value-type", [](GgufParts& p) { Bytes k; k.str("x").u32(99).u32(0); p.kvs[1] = k; }, "unknown value type 99");
   edit("string-past-end", [](GgufParts& p) { Bytes k; k.str("x").u32(8).u64(uint64_t(1) << 40); p.kvs[1] = k; }, "metadata 'x'");
