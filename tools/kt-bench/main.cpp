@@ -1,0 +1,55 @@
+// kt-bench: speed as ratios to this machine's limits, measured in the same run.
+// Today: the limits themselves (DRAM triad, oneDNN BF16/F32 GEMM). Kernel and
+// end-to-end figures join as the fast kernels land (see the issues).
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "tools/kt-bench/machine_limits.h"
+
+int main(int argc, char** argv) {
+  int threads = int(std::thread::hardware_concurrency());
+  double gib = 3.0;  // triad working set: far above any L3 (the device's is 300 MiB)
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) threads = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--triad-gib") && i + 1 < argc) gib = std::atof(argv[++i]);
+    else if (!std::strcmp(argv[i], "--quick")) quick = true;
+    else {
+      std::fprintf(stderr, "usage: kt-bench [--threads N] [--triad-gib G] [--quick]\n");
+      return 2;
+    }
+  }
+  if (threads < 1 || gib <= 0) {
+    std::fprintf(stderr, "kt-bench: --threads and --triad-gib must be positive\n");
+    return 2;
+  }
+  using namespace kt::bench;
+  std::printf("cpu: %s\n", cpu_description().c_str());
+  const TriadResult triad = measure_triad(uint64_t(gib * double(1ull << 30)), threads, quick ? 3 : 10);
+  const TriadResult triad1 = measure_triad(uint64_t(gib * double(1ull << 30)), 1, quick ? 2 : 3);
+  const int64_t sz = quick ? 1024 : 4096;
+  const GemmResult bf16 = measure_gemm_onednn(sz, sz, sz, true, quick ? 3 : 10);
+  const GemmResult f32 = measure_gemm_onednn(sz, sz, sz, false, quick ? 3 : 10);
+  std::printf("%-34s %10s   %s\n", "limit", "value", "how");
+  std::printf("%-34s %7.1f GB/s   triad, %d threads, %.1f GiB working set\n", "DRAM bandwidth", triad.gbps, threads,
+              double(triad.bytes) / double(1ull << 30));
+  std::printf("%-34s %7.1f GB/s   triad, 1 thread\n", "DRAM bandwidth, one core", triad1.gbps);
+  std::printf("%-34s %7.2f TFLOP/s %lldx%lldx%lld, %s (%.3f per thread)\n", "BF16 GEMM (oneDNN)", bf16.tflops,
+              (long long)sz, (long long)sz, (long long)sz, bf16.impl.c_str(), bf16.tflops / threads);
+  std::printf("%-34s %7.2f TFLOP/s %lldx%lldx%lld, %s\n", "F32 GEMM (oneDNN)", f32.tflops, (long long)sz, (long long)sz,
+              (long long)sz, f32.impl.c_str());
+  nlohmann::json j = {{"cpu", cpu_description()},
+                      {"threads", threads},
+                      {"triad_gbps", triad.gbps},
+                      {"triad_1t_gbps", triad1.gbps},
+                      {"gemm_bf16_tflops", bf16.tflops},
+                      {"gemm_bf16_impl", bf16.impl},
+                      {"gemm_f32_tflops", f32.tflops}};
+  std::printf("%s\n", j.dump().c_str());
+  return 0;
+}
