@@ -1,0 +1,7 @@
+// Generated op definitions, shard 2 of 3 (see CMakeLists.txt).
+#include "dialects/KtDialect.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+
+#define GET_OP_DEFS_2
+#include "dialects/KtOps.cpp.inc"
