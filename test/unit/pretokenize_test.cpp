@@ -4,6 +4,7 @@
 // inputs that make plain backtracking quadratic.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <random>
@@ -192,6 +193,11 @@ TEST(PreTokenizer, Llama3AndQwen2Splits) {
 
 // Long runs that make plain backtracking quadratic (\s+$ over spaces before a
 // digit, \s*[\r\n]+ over spaces without a newline): the split stays linear.
+// Runs of one character class once made the backtracking matcher quadratic
+// (10 K spaces before a digit: 1.8 s, so 100 K: minutes). No wall-clock
+// assertion here (speed belongs to kt-bench, and sanitizers slow everything
+// 10x): the 28 runs below take seconds when linear, and ctest's per-test
+// TIMEOUT (test/CMakeLists.txt) fails them when the matcher goes quadratic.
 TEST(PreTokenizer, PathologicalRunsStayLinear) {
   const size_t n = 100 * 1000;
   const std::vector<std::string> texts = {std::string(n, ' ') + "1", std::string(n, ' ') + "x",
@@ -200,13 +206,10 @@ TEST(PreTokenizer, PathologicalRunsStayLinear) {
     auto pre = PreTokenizer::for_name(name);
     ASSERT_TRUE(pre.ok());
     for (const std::string& text : texts) {
-      const auto t0 = std::chrono::steady_clock::now();
       const auto words = pre->split(text);
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       size_t total = 0;
       for (const auto& w : words) total += w.size();
       EXPECT_EQ(total, text.size()) << name;
-      EXPECT_LT(s, 1.0) << name << " on a run of " << int(text[0]);
     }
   }
 }
