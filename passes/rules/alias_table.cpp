@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -38,6 +39,8 @@ Result<AliasTable> AliasTable::parse(std::string_view text, const std::string& n
         out[kv.first.Scalar()] = a;
       }
     };
+    for (const auto& kv : root["bases"])
+      for (const auto& b : kv.second) t.bases_[kv.first.Scalar()].push_back(b.Scalar());
     read(root["classes"], t.classes_);
     read(root["ops"], t.ops_);
   } catch (const YAML::Exception& e) {
@@ -45,6 +48,10 @@ Result<AliasTable> AliasTable::parse(std::string_view text, const std::string& n
   }
   if (t.classes_.empty() || t.ops_.empty() || t.model_classes_.empty())
     return err(name, ": alias table needs model_classes, classes and ops");
+  // A base must be a class rules may name, or no rule could ever use the row.
+  for (const auto& [derived, bases] : t.bases_)
+    for (const std::string& b : bases)
+      if (!t.model_class(b)) return err(name, ": bases of '", derived, "': '", b, "' is not in model_classes");
   return t;
 }
 
@@ -63,6 +70,23 @@ const AliasTable& AliasTable::builtin() {
 const std::string* AliasTable::model_class(std::string_view cls) const {
   auto it = model_classes_.find(cls);
   return it == model_classes_.end() ? nullptr : &it->second;
+}
+
+bool AliasTable::is_instance(std::string_view cls, std::string_view of) const {
+  if (of == "torch.nn.Module") return true;
+  // Breadth-first over the bases; `seen` keeps a cyclic (broken) table finite.
+  std::vector<std::string_view> todo{cls};
+  std::vector<std::string_view> seen;
+  while (!todo.empty()) {
+    const std::string_view c = todo.back();
+    todo.pop_back();
+    if (c == of) return true;
+    if (std::find(seen.begin(), seen.end(), c) != seen.end()) continue;
+    seen.push_back(c);
+    if (auto it = bases_.find(c); it != bases_.end())
+      for (const std::string& b : it->second) todo.push_back(b);
+  }
+  return false;
 }
 
 Result<Alias> AliasTable::resolve_class(const std::string& name, const SourceLoc& loc, std::vector<std::string>* warnings) const {

@@ -26,6 +26,10 @@ class AliasTable {
 
   // The kt op kind of a model class (match.class), or nullptr.
   const std::string* model_class(std::string_view cls) const;
+  // Python's isinstance for a module of class `cls` and a rule's match.class:
+  // the same class, a base listed under `bases:` (transitively), or
+  // torch.nn.Module, which every module is.
+  bool is_instance(std::string_view cls, std::string_view of) const;
   // replace.class and generate_op/prefill_op: the alias, or an error at `loc`
   // naming the unknown or unsupported name. A warning is appended for `instead`.
   Result<Alias> resolve_class(const std::string& name, const SourceLoc& loc, std::vector<std::string>* warnings) const;
@@ -36,6 +40,7 @@ class AliasTable {
 
  private:
   std::map<std::string, std::string, std::less<>> model_classes_;
+  std::map<std::string, std::vector<std::string>, std::less<>> bases_;
   std::map<std::string, Alias, std::less<>> classes_, ops_;
 };
 

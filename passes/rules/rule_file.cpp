@@ -110,10 +110,10 @@ Result<Rule> parse_rule(const YAML::Node& item, const std::string& file) {
   if (r.replace_class.empty()) return at(loc_of(file, replace), "'replace' has no 'class' (use \"default\" to keep the module)");
 
   if (const YAML::Node rec = item["recursive"]) {
-    // KTransformers reads it as a Python bool: True/False/true/false.
+    // KTransformers reads it through PyYAML (YAML 1.1 booleans) and bool().
     const std::string s = rec.IsScalar() ? rec.Scalar() : "";
-    if (s == "True" || s == "true") r.recursive = true;
-    else if (s == "False" || s == "false") r.recursive = false;
+    if (s == "True" || s == "true" || s == "yes" || s == "on") r.recursive = true;
+    else if (s == "False" || s == "false" || s == "no" || s == "off") r.recursive = false;
     else return at(loc_of(file, rec), "'recursive' must be True or False, not '" + printable(s) + "'");
   }
   return r;
@@ -124,9 +124,7 @@ Result<Rule> parse_rule(const YAML::Node& item, const std::string& file) {
 bool Rule::matches(std::string_view path, std::string_view cls) const {
   if (match_class && *match_class != cls) return false;
   if (name_re) {
-    std::match_results<std::string_view::const_iterator> m;
-    if (!std::regex_search(path.begin(), path.end(), m, *name_re, std::regex_constants::match_continuous))
-      return false;
+    if (!std::regex_search(path.begin(), path.end(), *name_re)) return false;
   }
   return true;
 }

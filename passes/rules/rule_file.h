@@ -1,8 +1,9 @@
 // KTransformers' optimize-rule YAML, read exactly as KTransformers reads it: a
 // list of {match: {name, class}, replace: {class, kwargs}, recursive}. A module
 // is decided by the first rule whose every given condition holds; `name` is a
-// Python regex applied with re.match (anchored at the start only), so lookahead
-// and unanchored ends behave as in the original files. Every rule keeps the
+// Python regex applied with re.search (ktransformers/optimize/optimize.py,
+// gen_optimize_config: anywhere in the path unless the pattern anchors it), so
+// lookahead and unanchored patterns behave as in the original files. Every rule keeps the
 // file:line:col of each of its parts for error messages and --explain.
 #pragma once
 
@@ -45,7 +46,7 @@ struct Rule {
   std::vector<std::pair<std::string, KwValue>> kwargs;
   bool recursive = true;
 
-  // KTransformers' test: re.match(name, path) and the module is of match.class.
+  // KTransformers' test: re.search(name, path) and the module is of match.class.
   bool matches(std::string_view path, std::string_view cls) const;
   const KwValue* kwarg(std::string_view key) const;
 };

@@ -1,5 +1,5 @@
 // KTransformers' rule semantics and the alias table: the real rule files load
-// unchanged, matching follows Python's re.match, and every kind of bad rule is one
+// unchanged, matching follows Python's re.search, and every kind of bad rule is one
 // error naming file:line:col.
 #include <gtest/gtest.h>
 
@@ -53,16 +53,20 @@ TEST(RuleFile, V3FileDecidesModulesAsKTransformersDoes) {
   ASSERT_NE(r.kwarg("generate_op"), nullptr);
   EXPECT_EQ(r.kwarg("generate_op")->scalar, "KExpertsCPU");
   EXPECT_EQ(r.kwarg("out_device")->scalar, "cuda");
-  // "^model.embed_tokens" has no $: re.match matches the prefix.
+  // "^model.embed_tokens" has no $: re.search matches the prefix.
   EXPECT_EQ(decided_by("model.embed_tokens", "torch.nn.Embedding"), "default");
 }
 
-TEST(RuleFile, NameIsAnchoredAtTheStartOnlyLikePythonReMatch) {
-  auto f = parse_rule_file("- match: {name: 'model\\.layers'}\n  replace: {class: default}\n", "t.yaml");
+// KTransformers applies `name` with re.search: unanchored patterns match anywhere.
+TEST(RuleFile, NameMatchesAnywhereLikePythonReSearch) {
+  auto f = parse_rule_file("- match: {name: 'layers\\.0\\.'}\n  replace: {class: default}\n"
+                           "- match: {name: '^lm_head$'}\n  replace: {class: default}\n", "t.yaml");
   ASSERT_TRUE(f.ok()) << f.error().message;
   EXPECT_TRUE(f->rules[0].matches("model.layers.0.mlp", "x"));
-  EXPECT_FALSE(f->rules[0].matches("xmodel.layers.0", "x"));
-  EXPECT_FALSE(f->rules[0].matches("lm_head", "x"));
+  EXPECT_FALSE(f->rules[0].matches("model.layers.10.mlp", "x"));
+  EXPECT_TRUE(f->rules[1].matches("lm_head", "x"));
+  EXPECT_FALSE(f->rules[1].matches("model.lm_head", "x"));
+  EXPECT_FALSE(f->rules[1].matches("lm_head.weight", "x"));
 }
 
 TEST(RuleFile, MultiGpuTransferMapIsKept) {

@@ -1,6 +1,6 @@
 // The importer as a pass: kt-opt starts from a GGUF file, as kt-compile does.
 // RUN: kt-opt %s --kt-import-gguf=file=%test_data/tiny-llama-F32.gguf | FileCheck %s
-// RUN: kt-compile %test_data/tiny-llama-F32.gguf --emit=mlir > %t.compile.mlir
+// RUN: kt-compile %test_data/tiny-llama-F32.gguf --emit=mlir --last-pass=import > %t.compile.mlir
 // RUN: kt-opt %s --kt-import-gguf=file=%test_data/tiny-llama-F32.gguf > %t.opt.mlir
 // RUN: diff %t.compile.mlir %t.opt.mlir
 // RUN: not kt-opt %s --kt-import-gguf=file=%t.nothere.gguf 2>&1 | FileCheck %s --check-prefix=ERR
