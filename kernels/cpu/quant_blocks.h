@@ -176,4 +176,14 @@ double dot_row_blocks(const void* row, const float* x, int64_t n, Decode decode)
   return sum;
 }
 
+// The public pair for one type, over its block decoder decode_<t>(const Block&, float*):
+// dequant_row_<t> and dot_row_<t> as declared in quant_ref.h.
+#define KT_DEFINE_QUANT_REF(t, Block)                                   \
+  void dequant_row_##t(const void* src, float* dst, int64_t n) {       \
+    dequant_row_blocks<Block>(src, dst, n, decode_##t);                 \
+  }                                                                     \
+  double dot_row_##t(const void* row, const float* x, int64_t n) {     \
+    return dot_row_blocks<Block>(row, x, n, decode_##t);                \
+  }
+
 }  // namespace kt::cpu

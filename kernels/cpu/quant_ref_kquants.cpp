@@ -149,14 +149,6 @@ void decode_iq4_xs(const BlockIq4_xs& b, float* y) {
 
 }  // namespace
 
-#define KT_DEFINE_QUANT_REF(t, Block)                                   \
-  void dequant_row_##t(const void* src, float* dst, int64_t n) {       \
-    dequant_row_blocks<Block>(src, dst, n, decode_##t);                 \
-  }                                                                     \
-  double dot_row_##t(const void* row, const float* x, int64_t n) {     \
-    return dot_row_blocks<Block>(row, x, n, decode_##t);                \
-  }
-
 KT_DEFINE_QUANT_REF(q2_k, BlockQ2_K)
 KT_DEFINE_QUANT_REF(q3_k, BlockQ3_K)
 KT_DEFINE_QUANT_REF(q4_k, BlockQ4_K)

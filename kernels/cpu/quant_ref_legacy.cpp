@@ -87,14 +87,6 @@ void decode_iq4_nl(const BlockIq4_nl& b, float* y) {
 
 }  // namespace
 
-#define KT_DEFINE_QUANT_REF(t, Block)                                   \
-  void dequant_row_##t(const void* src, float* dst, int64_t n) {       \
-    dequant_row_blocks<Block>(src, dst, n, decode_##t);                 \
-  }                                                                     \
-  double dot_row_##t(const void* row, const float* x, int64_t n) {     \
-    return dot_row_blocks<Block>(row, x, n, decode_##t);                \
-  }
-
 KT_DEFINE_QUANT_REF(q4_0, BlockQ4_0)
 KT_DEFINE_QUANT_REF(q4_1, BlockQ4_1)
 KT_DEFINE_QUANT_REF(q5_0, BlockQ5_0)
