@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "dialects/KtDialect.h"
+#include "dialects/KtExecDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 

@@ -80,4 +80,69 @@ def SplitLayers : Pass<"kt-split-layers", "::mlir::ModuleOp"> {
   let dependentDialects = ["::kt::ir::KtDialect"];
 }
 
+def AbsorbMla : Pass<"kt-absorb-mla", "::mlir::ModuleOp"> {
+  let summary = "Choose, per phase, the absorbed or decompressed form of MLA";
+  let description = [{
+    Pass 3 (DESIGN.md). DeepSeek's multi-head latent attention caches only the
+    compressed latent and the shared rope key per token (MLA_LATENT); kv_b
+    (or its k_b / v_b halves) then either decompresses K and V for every
+    cached token, or is folded into the query (K half) and the output (V
+    half) so attention runs against the latents ("absorbed", DeepSeek-V2
+    2.1.2). Decode is memory-bound and always gains from absorption; prefill
+    of long prompts can prefer the decompressed form. Sets absorb_decode and
+    absorb_prefill on every kt.mla_attention: mode "auto" absorbs decode and
+    follows the rule's absorb_for_prefill kwarg (default false, as
+    KTransformers), "absorbed" and "decompressed" force both phases.
+  }];
+  let options = [
+    Option<"mode", "mode", "std::string", /*default=*/"\"auto\"", "auto, absorbed or decompressed">,
+  ];
+  let dependentDialects = ["::kt::ir::KtDialect"];
+}
+
+def LowerToExec : Pass<"kt-lower", "::mlir::ModuleOp"> {
+  let summary = "Lower the placed kt IR to kt_exec kernel calls";
+  let description = [{
+    Pass 8a (DESIGN.md "lower"). Replaces the kt.model with a kt_exec.plan:
+    for each phase the kernel calls of the model in execution order (device
+    from generate_device / prefill_device, kernel "<device>.<op>"), one SSA
+    buffer per value on its producer's device, the weights each call reads,
+    and the KV caches (KV per layer for GQA, MLA_LATENT for MLA). Rope and
+    attention parameters are llama.cpp's (runtime/rope_config.h). The GGUF
+    file fills in its size, fingerprint and chat template.
+  }];
+  let options = [
+    Option<"gguf", "gguf", "std::string", /*default=*/"\"\"", "the GGUF file the model was imported from">,
+    Option<"ggufRef", "gguf-ref", "std::string", /*default=*/"\"\"", "the path the plan records (default: gguf)">,
+    Option<"ctx", "ctx", "int64_t", /*default=*/"4096", "context tokens per sequence">,
+    Option<"ubatch", "ubatch", "int64_t", /*default=*/"512", "prompt tokens per prefill step">,
+    Option<"maxBatch", "max-batch", "int64_t", /*default=*/"32", "tokens per decode step (all sequences)">,
+    Option<"kvType", "kv-type", "std::string", /*default=*/"\"F16\"", "KV cache element type: F16, BF16 or F32">,
+  ];
+  let dependentDialects = ["::kt::ir::KtDialect", "::kt::exec::KtExecDialect"];
+}
+
+def InsertTransfers : Pass<"kt-insert-transfers", "::mlir::ModuleOp"> {
+  let summary = "Copy buffers between devices where producer and consumer differ";
+  let description = [{
+    Pass 6 (DESIGN.md). In each phase, a call reading a buffer that lives on
+    another device reads a copy on its own device instead, made by a copy
+    call inserted before it ("cuda.upload" host to GPU, "cuda.download" GPU
+    to host, "cuda.peer_copy" between GPUs), once per buffer and device.
+  }];
+  let dependentDialects = ["::kt::exec::KtExecDialect"];
+}
+
+def PlanMemory : Pass<"kt-plan-memory", "::mlir::ModuleOp"> {
+  let summary = "Give buffers arena offsets from their lifetimes";
+  let description = [{
+    Pass 7 (DESIGN.md). Per phase and device, a buffer lives from the call
+    that writes it to the last call that reads it (the phase's logits to the
+    end); buffers whose lifetimes do not overlap share memory (first fit,
+    64-byte aligned). Each device's arena is the largest phase's; devices
+    also get their resident weight bytes and KV bytes per token.
+  }];
+  let dependentDialects = ["::kt::exec::KtExecDialect"];
+}
+
 #endif  // KT_PASSES_TD

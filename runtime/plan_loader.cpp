@@ -66,13 +66,19 @@ Status PlanFile::verify() {
     if (!w->tensor()) return err(n, ": ", what, " names no tensor");
     if (!dev_ok(w->device())) return err(n, ": ", what, " ('", printable(w->tensor()->string_view()), "'): device ", w->device(), " does not exist");
     if (!find_type(w->type())) return err(n, ": ", what, " ('", printable(w->tensor()->string_view()), "'): unknown type id ", w->type());
+    if (!w->shape() || w->shape()->size() < 1 || w->shape()->size() > 4)
+      return err(n, ": ", what, " ('", printable(w->tensor()->string_view()), "'): shape must have 1 to 4 dimensions");
+    for (int64_t d : *w->shape())
+      if (d <= 0) return err(n, ": ", what, " ('", printable(w->tensor()->string_view()), "'): dimension ", d, " is not positive");
   }
   for (uint32_t i = 0; i < n_buf; ++i) {
     const plan::Buffer* b = pl.buffers()->Get(i);
     const std::string what = "buffer " + std::to_string(i) + (b->name() ? " '" + printable(b->name()->string_view()) + "'" : "");
     if (!dev_ok(b->device())) return err(n, ": ", what, ": device ", b->device(), " does not exist");
     const TypeTraits* tt = find_type(b->type());
-    if (!tt || tt->block_size != 1) return err(n, ": ", what, ": element type id ", b->type(), " is not a plain float type");
+    const bool plain = tt && (tt->type == GgmlType::F32 || tt->type == GgmlType::F16 ||
+                              tt->type == GgmlType::BF16 || tt->type == GgmlType::I32);
+    if (!plain) return err(n, ": ", what, ": element type id ", b->type(), " is not F32, F16, BF16 or I32");
     if (b->row_elems() <= 0 || b->max_rows() <= 0) return err(n, ": ", what, ": empty shape");
     uint64_t bytes = 0, end = 0;
     if (__builtin_mul_overflow(uint64_t(b->row_elems()), uint64_t(b->max_rows()), &bytes) ||
@@ -80,9 +86,25 @@ Status PlanFile::verify() {
         __builtin_add_overflow(b->offset(), bytes, &end) || end > pl.devices()->Get(uint32_t(b->device()))->arena_bytes())
       return err(n, ": ", what, ": [", b->offset(), ", +", bytes, ") lies outside its device's arena");
   }
+  const uint32_t n_kv = pl.kv() ? pl.kv()->size() : 0;
+  for (uint32_t i = 0; i < n_kv; ++i) {
+    const plan::KvCache* c = pl.kv()->Get(i);
+    const std::string what = "KV cache " + std::to_string(i) + " (layer " + std::to_string(c->layer()) + ")";
+    if (!dev_ok(c->device())) return err(n, ": ", what, ": device ", c->device(), " does not exist");
+    const TypeTraits* tt = find_type(c->type());
+    if (!tt || !(tt->type == GgmlType::F32 || tt->type == GgmlType::F16 || tt->type == GgmlType::BF16))
+      return err(n, ": ", what, ": element type id ", c->type(), " is not F32, F16 or BF16");
+    if (c->k_cols() <= 0 || c->v_cols() <= 0 || c->k_cols() > (int64_t(1) << 24) || c->v_cols() > (int64_t(1) << 24) ||
+        c->n_kv_heads() <= 0)
+      return err(n, ": ", what, ": bad shape");
+  }
+  if (pl.model()->n_ctx() <= 0 || pl.model()->n_ctx() > (int64_t(1) << 24)) return err(n, ": model: bad n_ctx ", pl.model()->n_ctx());
+  if (pl.model()->n_vocab() <= 0) return err(n, ": model: bad n_vocab ", pl.model()->n_vocab());
   if (!pl.phases() || pl.phases()->size() == 0) return err(n, ": plan has no phases");
   for (const plan::Phase* ph : *pl.phases()) {
     const std::string pname = ph->name() ? printable(ph->name()->string_view()) : "?";
+    if (ph->max_tokens() <= 0 || ph->max_tokens() > (int64_t(1) << 20)) return err(n, ": phase ", pname, ": bad max_tokens ", ph->max_tokens());
+    if (ph->logits() < 0 || uint32_t(ph->logits()) >= n_buf) return err(n, ": phase ", pname, ": logits buffer ", ph->logits(), " out of range");
     if (!ph->calls()) continue;
     for (uint32_t c = 0; c < ph->calls()->size(); ++c) {
       const plan::Call* call = ph->calls()->Get(c);
@@ -96,6 +118,11 @@ Status PlanFile::verify() {
       if (call->weights())
         for (int w : *call->weights())
           if (w < 0 || uint32_t(w) >= n_w) return err(n, ": ", what, ": weight index ", w, " out of range (", n_w, " weights)");
+      if (call->kv() < -1 || (call->kv() >= 0 && uint32_t(call->kv()) >= n_kv))
+        return err(n, ": ", what, ": KV cache index ", call->kv(), " out of range (", n_kv, " caches)");
+      if (call->params())
+        for (const plan::Param* p : *call->params())
+          if (!p->key()) return err(n, ": ", what, ": a parameter has no key");
     }
   }
   return ok_status();

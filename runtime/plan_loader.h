@@ -18,7 +18,7 @@
 namespace kt {
 
 // Bumped whenever a reader of the old schema would misread a new plan.
-constexpr uint32_t kPlanSchemaVersion = 1;
+constexpr uint32_t kPlanSchemaVersion = 2;
 
 // FNV-1a 64 of the GGUF bytes before the data section: the header, metadata and
 // tensor table. Any change to names, shapes, types, offsets or metadata changes it.

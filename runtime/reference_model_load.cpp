@@ -7,6 +7,7 @@
 #include <string>
 
 #include "runtime/reference_model_state.h"
+#include "runtime/rope_config.h"
 
 namespace kt {
 
@@ -66,57 +67,30 @@ class KeyReader {
     lhs = *kt_assign_r_;                   \
   } while (0)
 
-// Rope frequency scaling as llama.cpp's context sets it up (llama-context.cpp):
-// YaRN gets ext_factor 1, and attn_factor cancels the magnitude factor
-// 1 + 0.1 ln(s) that ggml's rope applies, unless rope_yarn_log_mul asks for
-// DeepSeek's mscale ratio (which is 1 when mscale == mscale_all_dim).
+// Rope parameters and DeepSeek's attention scale: runtime/rope_config.h, from
+// the GGUF keys llama.cpp reads.
 Status read_rope(const KeyReader& k, ModelHParams& hp, int64_t n_ctx_train) {
-  auto& r = hp.rope;
-  double base = 0, factor = 0, beta_fast = 0, beta_slow = 0, rope_attn_factor = 0;
-  KT_ASSIGN(base, k.f64("rope.freq_base", 10000.0));
-  r.freq_base = float(base);
+  RopeConfigInputs in;
+  in.n_dims = hp.rope.n_dims;
+  in.mode = hp.rope.mode;
+  KT_ASSIGN(in.freq_base, k.f64("rope.freq_base", 10000.0));
   const std::string_view type = k.str("rope.scaling.type");
-  KT_ASSIGN(factor, k.f64("rope.scaling.factor", 0.0));
-  if (factor == 0.0) KT_ASSIGN(factor, k.f64("rope.scale_linear", 0.0));  // older key
-  r.freq_scale = (factor == 0.0 || type == "none") ? 1.0f : float(1.0 / factor);
-  int64_t n_ctx_orig = 0;
-  KT_ASSIGN(n_ctx_orig, k.i64("rope.scaling.original_context_length", n_ctx_train));
-  r.n_ctx_orig = int(n_ctx_orig);
-  KT_ASSIGN(beta_fast, k.f64("rope.scaling.yarn_beta_fast", 32.0));
-  KT_ASSIGN(beta_slow, k.f64("rope.scaling.yarn_beta_slow", 1.0));
-  r.beta_fast = float(beta_fast);
-  r.beta_slow = float(beta_slow);
-  r.ext_factor = type == "yarn" ? 1.0f : 0.0f;
-  r.attn_factor = 1.0f;
-  if (r.ext_factor != 0.0f) {
-    double log_mul = 0;
-    KT_ASSIGN(log_mul, k.f64("rope.scaling.yarn_log_multiplier", 0.0));
-    const float s = 1.0f / r.freq_scale;
-    // get_mscale(scale, mscale) of transformers' YaRN.
-    auto mscale_of = [s](float m) { return s <= 1.0f ? 1.0f : 0.1f * m * std::log(s) + 1.0f; };
-    // With a log multiplier, DeepSeek's config has mscale == mscale_all_dim:
-    // the ratio is 1 (deepseek2 applies mscale to kq_scale instead).
-    r.attn_factor = log_mul != 0.0 ? 1.0f : mscale_of(1.0f);
-    r.attn_factor *= 1.0f / (1.0f + 0.1f * std::log(s));
-  }
-  KT_ASSIGN(rope_attn_factor, k.f64("rope.scaling.attn_factor", 1.0));
-  r.attn_factor *= float(rope_attn_factor);
+  in.scaling = type == "yarn" ? RopeScaling::Yarn : type == "none" ? RopeScaling::None : RopeScaling::Linear;
+  KT_ASSIGN(in.factor, k.f64("rope.scaling.factor", 0.0));
+  if (in.factor == 0.0) KT_ASSIGN(in.factor, k.f64("rope.scale_linear", 0.0));  // older key
+  KT_ASSIGN(in.n_ctx_orig, k.i64("rope.scaling.original_context_length", n_ctx_train));
+  KT_ASSIGN(in.beta_fast, k.f64("rope.scaling.yarn_beta_fast", 32.0));
+  KT_ASSIGN(in.beta_slow, k.f64("rope.scaling.yarn_beta_slow", 1.0));
+  KT_ASSIGN(in.yarn_log_multiplier, k.f64("rope.scaling.yarn_log_multiplier", 0.0));
+  KT_ASSIGN(in.attn_factor, k.f64("rope.scaling.attn_factor", 1.0));
+  hp.rope = rope_config(in);
   return ok_status();
 }
 
-// DeepSeek-V2's attention scale under YaRN (llama.cpp llm_build_deepseek2 with
-// [TAG_DEEPSEEK2_YARN_LOG_MUL_FIX]): the GGUF stores 0.1 * mscale_all_dim as
-// yarn_log_multiplier; mscale = 1 + 0.1 * mscale_all_dim * ln(factor) multiplies
-// both q and k in the reference implementation, so kq_scale gets mscale^2, while
-// the rope itself stays at unit magnitude.
-Status deepseek2_kq_scale(const KeyReader& k, ModelHParams& hp) {
-  double log_mul_gguf = 0;
-  KT_ASSIGN(log_mul_gguf, k.f64("rope.scaling.yarn_log_multiplier", 0.0));
-  const float log_mul = float(log_mul_gguf) / 0.1f;  // llama.cpp undoes the converter's 0.1
-  const float s = 1.0f / hp.rope.freq_scale;
-  const float attn_factor_org = hp.rope.attn_factor * (1.0f + 0.1f * std::log(s));
-  const float mscale = attn_factor_org * (1.0f + 0.1f * log_mul * std::log(s));
-  hp.kq_scale = mscale * mscale / std::sqrt(float(hp.head_dim_k));
+Status read_deepseek2_kq_scale(const KeyReader& k, ModelHParams& hp) {
+  double log_mul = 0;
+  KT_ASSIGN(log_mul, k.f64("rope.scaling.yarn_log_multiplier", 0.0));
+  hp.kq_scale = deepseek2_kq_scale(hp.rope, log_mul, hp.head_dim_k);
   return ok_status();
 }
 
@@ -154,9 +128,9 @@ Result<ModelHParams> read_reference_hparams(const GgufFile& file) {
   KT_ASSIGN(n_rot, k.i64("rope.dimension_count", hp.head_dim_k));
   KT_ASSIGN(n_ctx_train, k.i64("context_length", 0));
   hp.rope.n_dims = int(n_rot);
-  KT_TRY(read_rope(k, hp, n_ctx_train));
   // llama.cpp's rope type per architecture (llama_model_rope_type).
   hp.rope.mode = hp.arch == ModelArch::Qwen2Moe ? RopeMode::NeoX : RopeMode::Normal;
+  KT_TRY(read_rope(k, hp, n_ctx_train));
   hp.kq_scale = 1.0f / std::sqrt(float(hp.head_dim_k));
 
   KT_ASSIGN(hp.n_expert, k.i64("expert_count", 0));
@@ -199,7 +173,7 @@ Result<ModelHParams> read_reference_hparams(const GgufFile& file) {
       if (hp.d_nope <= 0 || hp.n_head_kv != hp.n_head)
         return err(file.path(), ": bad MLA shape: key_length ", hp.head_dim_k,
                    ", rope.dimension_count ", n_rot);
-      KT_TRY(deepseek2_kq_scale(k, hp));
+      KT_TRY(read_deepseek2_kq_scale(k, hp));
       break;
     }
   }

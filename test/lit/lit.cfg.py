@@ -24,7 +24,7 @@ if not hasattr(config, "kt_obj_root"):
     config.python_executable = sys.executable
 config.test_exec_root = os.path.join(config.kt_obj_root, "test", "lit")
 
-for tool in ("kt-compile", "kt-opt", "kt-gguf"):
+for tool in ("kt-compile", "kt-opt", "kt-gguf", "kt-exec", "kt-plan"):
     if not os.path.exists(os.path.join(config.kt_tools_dir, tool)):
         lit_config.fatal(f"{tool} is not built in {config.kt_tools_dir}")
 config.environment["PATH"] = os.pathsep.join(

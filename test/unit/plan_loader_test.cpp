@@ -21,27 +21,36 @@ struct PlanSpec {
   int call_input = 0;
   int call_weight = 0;
   std::string kernel = "rms_norm_ref";
+  uint32_t buffer_type = 0;  // F32
+  int kv_device = 0;
+  int call_kv = -1;
+  int64_t n_ctx = 512;
+  int64_t max_tokens = 16;
+  int logits = 1;
 };
 
 std::vector<uint8_t> build(const PlanSpec& s) {
   flatbuffers::FlatBufferBuilder b;
   auto gguf = plan::CreateGgufRef(b, b.CreateString(s.gguf), s.size, s.fingerprint);
-  auto model = plan::CreateModel(b, b.CreateString("deepseek2"), 4096, 512);
-  std::vector<flatbuffers::Offset<plan::Device>> devs{plan::CreateDevice(b, plan::DeviceKind::CPU, 0, s.arena, 0)};
+  auto model = plan::CreateModel(b, b.CreateString("deepseek2"), 4096, 4, s.n_ctx);
+  std::vector<flatbuffers::Offset<plan::Device>> devs{plan::CreateDevice(b, plan::DeviceKind::CPU, 0, s.arena, 0, 0)};
   std::vector<int64_t> shape{64};
-  std::vector<flatbuffers::Offset<plan::Weight>> ws{
-      plan::CreateWeight(b, b.CreateString("output_norm.weight"), 0, b.CreateVector(shape), 0, b.CreateString("gguf"))};
+  std::vector<flatbuffers::Offset<plan::Weight>> ws{plan::CreateWeight(
+      b, b.CreateString("output_norm.weight"), 0, b.CreateVector(shape), 0, b.CreateString("gguf"), 256)};
   std::vector<flatbuffers::Offset<plan::Buffer>> bufs{
-      plan::CreateBuffer(b, b.CreateString("x"), s.buffer_device, 0, 64, 16, s.buffer_offset),
-      plan::CreateBuffer(b, b.CreateString("y"), 0, 0, 64, 16, 64 * 16 * 4)};
+      plan::CreateBuffer(b, b.CreateString("x"), s.buffer_device, s.buffer_type, 64, 16, plan::RowKind::TOKENS,
+                         s.buffer_offset),
+      plan::CreateBuffer(b, b.CreateString("y"), 0, 0, 64, 16, plan::RowKind::OUTPUTS, 64 * 16 * 4)};
+  std::vector<flatbuffers::Offset<plan::KvCache>> kvs{
+      plan::CreateKvCache(b, 0, s.kv_device, plan::KvKind::MLA_LATENT, 1, 512, 64, 1)};
   std::vector<int> in{s.call_input}, out{1}, w{s.call_weight};
   std::vector<flatbuffers::Offset<plan::Call>> calls{plan::CreateCall(
-      b, b.CreateString(s.kernel), 0, b.CreateVector(in), b.CreateVector(out), b.CreateVector(w), 0, -1,
+      b, b.CreateString(s.kernel), 0, b.CreateVector(in), b.CreateVector(out), b.CreateVector(w), 0, -1, s.call_kv,
       b.CreateString("model.norm"))};
   std::vector<flatbuffers::Offset<plan::Phase>> phases{
-      plan::CreatePhase(b, b.CreateString("decode"), 1, b.CreateVector(calls))};
+      plan::CreatePhase(b, b.CreateString("decode"), s.max_tokens, b.CreateVector(calls), s.logits)};
   auto root = plan::CreatePlan(b, s.version, b.CreateString("test"), gguf, model, b.CreateVector(devs),
-                               b.CreateVector(ws), b.CreateVector(bufs), 0, b.CreateVector(phases));
+                               b.CreateVector(ws), b.CreateVector(bufs), b.CreateVector(kvs), b.CreateVector(phases));
   plan::FinishSizePrefixedPlanBuffer(b, root);
   return {b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize()};
 }
@@ -126,6 +135,12 @@ TEST(PlanLoader, RefusesBadPlansWithOneLine) {
   add("negative input", [](PlanSpec& s) { s.call_input = -1; }, "buffer index -1 out of range");
   add("weight index", [](PlanSpec& s) { s.call_weight = 1; }, "weight index 1 out of range");
   add("no kernel", [](PlanSpec& s) { s.kernel = ""; }, "names no kernel");
+  add("quantized buffer", [](PlanSpec& s) { s.buffer_type = 12; }, "is not F32, F16, BF16 or I32");
+  add("kv device", [](PlanSpec& s) { s.kv_device = 2; }, "KV cache 0 (layer 0): device 2 does not exist");
+  add("kv index", [](PlanSpec& s) { s.call_kv = 1; }, "KV cache index 1 out of range");
+  add("no context", [](PlanSpec& s) { s.n_ctx = 0; }, "bad n_ctx");
+  add("no tokens", [](PlanSpec& s) { s.max_tokens = 0; }, "bad max_tokens");
+  add("logits index", [](PlanSpec& s) { s.logits = 9; }, "logits buffer 9 out of range");
   for (const Case& c : cases) {
     const std::string m = error_of(c.spec);
     EXPECT_EQ(m.rfind("p.ktp: ", 0), 0u) << c.name << ": " << m;

@@ -1,6 +1,8 @@
-// kt-compile: model.gguf [rules.yaml] -> kt IR after the rule and placement
-// passes (and, once lowering lands, an execution plan). Errors are one line on
-// stderr and exit status 1; warnings are lines on stderr.
+// kt-compile: model.gguf [rules.yaml] -> plan.ktp. The pipeline (DESIGN.md
+// "Passes"): import, apply-rules, absorb-mla, place, split-layers, lower,
+// insert-transfers, plan-memory, then the plan is written. --emit prints a
+// stage instead (mlir: the placed kt IR; exec-mlir: kt_exec; plan-json).
+// Errors are one line on stderr and exit status 1; warnings are lines on stderr.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -18,13 +20,19 @@
 #include "passes/explain.h"
 #include "passes/import_gguf.h"
 #include "passes/rules/placement_math.h"
+#include "passes/write_plan.h"
+#include "runtime/plan_json.h"
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
 
 namespace cl = llvm::cl;
 
 static cl::opt<std::string> model_path(cl::Positional, cl::Required, cl::desc("<model.gguf>"));
 static cl::opt<std::string> rules_path(cl::Positional, cl::init(""), cl::desc("[rules.yaml]"));
-static cl::opt<std::string> emit("emit", cl::init(""), cl::value_desc("mlir"),
-                                 cl::desc("print the compiled model instead of writing a plan"));
+static cl::opt<std::string> emit("emit", cl::init(""), cl::value_desc("mlir|exec-mlir|plan-json"),
+                                 cl::desc("print a stage instead of writing a plan"));
 static cl::opt<bool> explain("explain", cl::desc("print a table: per op with weights its kernels, devices, "
                                                  "bytes, FLOPs per token, arithmetic intensity and why"));
 static cl::opt<std::string> output("o", cl::init(""), cl::value_desc("plan.ktp"), cl::desc("output file"));
@@ -36,10 +44,29 @@ static cl::opt<int> gpus("gpus", cl::init(1), cl::desc("number of GPUs (cuda:0 .
 static cl::opt<int64_t> ctx("ctx", cl::init(4096), cl::desc("context tokens the KV cache holds"));
 static cl::opt<int64_t> prefill_len("prefill-len", cl::init(512),
                                     cl::desc("prompt tokens per prefill, for arithmetic intensity"));
+static cl::opt<int64_t> ubatch("ubatch", cl::init(512), cl::desc("prompt tokens per prefill step"));
+static cl::opt<int64_t> max_batch("max-batch", cl::init(32),
+                                  cl::desc("tokens per decode step, all sequences together (kt-serve --parallel)"));
+static cl::opt<std::string> kv_type("kv-type", cl::init("f16"), cl::value_desc("f16|bf16|f32"),
+                                    cl::desc("KV cache element type"));
+static cl::opt<std::string> mla("mla", cl::init("auto"), cl::value_desc("auto|absorbed|decompressed"),
+                                cl::desc("MLA form per phase (auto: decode absorbed, prefill as the rules say)"));
 
 static cl::opt<std::string> last_pass("last-pass", cl::init(""), cl::value_desc("pass"),
                                        cl::desc("the last step to run: import, apply-rules, place (for tests "
                                                 "and debugging; default: run every pass)"));
+
+// The GGUF path as the plan records it: relative to the plan's folder, so a
+// model and its plan can move together (to the device machine, say).
+static std::string gguf_ref(const std::string& model, const std::string& plan_out) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path abs_model = fs::absolute(model, ec);
+  if (plan_out.empty() || plan_out == "-") return abs_model.lexically_normal().string();
+  const fs::path dir = fs::absolute(plan_out, ec).parent_path();
+  const fs::path rel = abs_model.lexically_normal().lexically_relative(dir.lexically_normal());
+  return rel.empty() ? abs_model.string() : rel.string();
+}
 
 static int fail(const std::string& message) {
   std::fprintf(stderr, "kt-compile: %s\n", message.c_str());
@@ -49,16 +76,21 @@ static int fail(const std::string& message) {
 int main(int argc, char** argv) {
   llvm::InitLLVM init(argc, argv);
   cl::ParseCommandLineOptions(argc, argv, "kt-compile: GGUF model + rules -> kt IR / plan\n");
-  if (!emit.empty() && emit != "mlir") return fail("--emit=" + emit + ": only --emit=mlir is implemented");
-  if (emit.empty() && !output.empty())
-    return fail("-o " + output + ": writing a plan needs the lowering pass, which is not implemented yet; use --emit=mlir or --explain");
-  if (emit.empty() && !explain) return fail("nothing to do: give --emit=mlir or --explain (plan writing is not implemented yet)");
+  if (!emit.empty() && emit != "mlir" && emit != "exec-mlir" && emit != "plan-json")
+    return fail("--emit=" + emit + ": expected mlir, exec-mlir or plan-json");
+  if (emit.empty() && !explain && output.empty()) return fail("nothing to do: give -o plan.ktp, --emit or --explain");
+  std::string kv = kv_type;
+  for (char& c : kv) c = char(std::toupper(static_cast<unsigned char>(c)));
+  if (kv != "F16" && kv != "BF16" && kv != "F32") return fail("--kv-type=" + kv_type + ": expected f16, bf16 or f32");
+  if (mla != "auto" && mla != "absorbed" && mla != "decompressed")
+    return fail("--mla=" + mla + ": expected auto, absorbed or decompressed");
+  if (ctx < 0 || ubatch < 1 || max_batch < 1) return fail("--ctx must not be negative, --ubatch and --max-batch must be positive");
   auto mem = kt::rules::parse_size(gpu_mem);
   if (!mem) return fail("--gpu-mem: " + mem.error().message);
   if (gpus < 1) return fail("--gpus must be at least 1");
   if (!last_pass.empty() && last_pass != "import" && last_pass != "apply-rules" && last_pass != "place")
     return fail("--last-pass=" + last_pass + ": expected import, apply-rules or place");
-  if (ctx < 0 || prefill_len < 1) return fail("--ctx must not be negative and --prefill-len must be positive");
+  if (prefill_len < 1) return fail("--prefill-len must be positive");
 
   mlir::MLIRContext context;
   auto module = kt::import_gguf(context, model_path, kt::ImportOptions{config_path});
@@ -73,24 +105,64 @@ int main(int argc, char** argv) {
     else if (d.getSeverity() == mlir::DiagnosticSeverity::Error) fail(d.str());
     return mlir::success();
   });
+  // Everything up to the placed kt IR, which --emit=mlir and --explain show.
   mlir::PassManager pm(&context);
   if (last_pass != "import") {
     if (!rules_path.empty()) pm.addPass(kt::createApplyRules(kt::ApplyRulesOptions{rules_path, gpus}));
-    // Without a rules file every op is placed automatically.
-    if (last_pass != "apply-rules") pm.addPass(kt::createPlace(kt::PlaceOptions{gpu_mem, gpus, prefill_len, ctx}));
+    if (last_pass != "apply-rules") {
+      pm.addPass(kt::createAbsorbMla(kt::AbsorbMlaOptions{mla}));
+      // Without a rules file every op is placed automatically.
+      pm.addPass(kt::createPlace(kt::PlaceOptions{gpu_mem, gpus, prefill_len, ctx}));
+    }
     if (last_pass.empty()) pm.addPass(kt::createSplitLayers(kt::SplitLayersOptions{gpus}));
   }
   if (mlir::failed(pm.run(module.value().get()))) return 1;
-  for (const std::string& w : warnings) std::fprintf(stderr, "kt-compile: warning: %s\n", w.c_str());
 
-  std::string error;
-  auto out = mlir::openOutputFile(output.empty() ? "-" : output.getValue(), &error);
-  if (!out) return fail(error);
-  if (emit == "mlir") {
-    module.value()->print(out->os());
-    out->os() << "\n";
+  // --emit prints a stage to -o (default stdout); otherwise -o is the plan.
+  // --explain prints its table to stdout either way.
+  auto emit_text = [&](const std::function<void(llvm::raw_ostream&)>& print) {
+    std::string error;
+    auto out = mlir::openOutputFile(output.empty() ? "-" : output.getValue(), &error);
+    if (!out) return fail(error);
+    print(out->os());
+    out->keep();
+    return 0;
+  };
+  auto print_warnings = [&] {
+    for (const std::string& w : warnings) std::fprintf(stderr, "kt-compile: warning: %s\n", w.c_str());
+  };
+  if (explain) kt::print_explain(module.value().get(), llvm::outs());
+  if (emit == "mlir" || !last_pass.empty()) {
+    print_warnings();
+    if (emit.empty()) return 0;
+    return emit_text([&](llvm::raw_ostream& os) { module.value()->print(os); os << "\n"; });
   }
-  if (explain) kt::print_explain(module.value().get(), out->os());
-  out->keep();
+  if (emit.empty() && output.empty()) {
+    print_warnings();
+    return 0;
+  }
+
+  // Lowering to the plan.
+  mlir::PassManager lower(&context);
+  lower.addPass(kt::createLowerToExec(kt::LowerToExecOptions{
+      model_path, gguf_ref(model_path, emit.empty() ? output.getValue() : std::string()), ctx, ubatch, max_batch, kv}));
+  lower.addPass(kt::createInsertTransfers());
+  lower.addPass(kt::createPlanMemory());
+  if (mlir::failed(lower.run(module.value().get()))) return 1;
+  print_warnings();
+  if (emit == "exec-mlir")
+    return emit_text([&](llvm::raw_ostream& os) { module.value()->print(os); os << "\n"; });
+  kt::exec::PlanOp plan;
+  module.value()->walk([&](kt::exec::PlanOp p) { plan = p; });
+  auto bytes = kt::write_plan(plan, "kt-compile");
+  if (!bytes.ok()) return fail(bytes.error().message);
+  if (emit == "plan-json") {
+    auto json = kt::plan_to_json(*bytes, "plan");
+    if (!json.ok()) return fail(json.error().message);
+    return emit_text([&](llvm::raw_ostream& os) { os << *json; });
+  }
+  std::ofstream f(output, std::ios::binary);
+  if (!f || !f.write(reinterpret_cast<const char*>(bytes->data()), std::streamsize(bytes->size())))
+    return fail(output + ": cannot write the plan");
   return 0;
 }

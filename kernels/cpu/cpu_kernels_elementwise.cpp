@@ -1,0 +1,166 @@
+// Row-wise CPU kernels: embedding lookup, RMSNorm, sums and gates, output row
+// selection. Each splits its rows over the thread pool and calls the
+// reference operator per chunk (they are memory-bound and already simple).
+#include <cstring>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/ops_ref.h"
+#include "kernels/kernel_bind.h"
+
+namespace kt::kern {
+
+namespace ref = cpu::ref;
+
+namespace {
+
+// cpu.embed — out[0] [tokens][n_embd] = rows step.tokens of weights[0] [n_embd, n_vocab].
+class Embed final : public Kernel {
+ public:
+  void run(const CallArgs& a) override {
+    const WeightView& w = a.weights[0];
+    const Act& y = a.out[0];
+    const int32_t* ids = a.step->tokens;
+    a.par->for_range(y.rows, [&](int64_t b, int64_t e, int) {
+      ref::get_rows(w.type, w.data, w.ne[0], ids + b, e - b, y.row(b));
+    });
+  }
+};
+
+// cpu.rms_norm — out[0] = rms_norm(in[0]) * weights[0], over groups of `group`
+// columns (param group, default: the whole row; Qwen3's per-head q/k norms use
+// the head dim). params: eps.
+class RmsNorm final : public Kernel {
+ public:
+  RmsNorm(int64_t group, float eps) : group_(group), eps_(eps) {}
+  void run(const CallArgs& a) override {
+    const Act& x = a.in[0];
+    const Act& y = a.out[0];
+    const float* w = a.weights[0].f32();
+    const int64_t per_row = x.cols / group_;
+    a.par->for_range(x.rows, [&](int64_t b, int64_t e, int) {
+      ref::rms_norm(x.row(b), w, group_, (e - b) * per_row, eps_, y.row(b));
+    });
+  }
+
+ private:
+  int64_t group_;
+  float eps_;
+};
+
+// cpu.add — out[0] = in[0] + in[1].
+class Add final : public Kernel {
+ public:
+  void run(const CallArgs& a) override {
+    const Act &x = a.in[0], &z = a.in[1], &y = a.out[0];
+    a.par->for_range(x.rows, [&](int64_t b, int64_t e, int) {
+      ref::add(x.row(b), z.row(b), (e - b) * x.cols, y.row(b));
+    });
+  }
+};
+
+// cpu.silu_mul — out[0] = silu(in[0]) * in[1].
+class SiluMul final : public Kernel {
+ public:
+  void run(const CallArgs& a) override {
+    const Act &g = a.in[0], &u = a.in[1], &y = a.out[0];
+    a.par->for_range(g.rows, [&](int64_t b, int64_t e, int) {
+      ref::silu_glu(g.row(b), u.row(b), (e - b) * g.cols, y.row(b));
+    });
+  }
+};
+
+// cpu.sigmoid_gate_add — out[0] = in[0] + sigmoid(in[2]) * in[1], in[2] one
+// value per row (Qwen2-MoE scales its shared expert by sigmoid(x . w_gate)).
+class SigmoidGateAdd final : public Kernel {
+ public:
+  void run(const CallArgs& a) override {
+    const Act &x = a.in[0], &s = a.in[1], &g = a.in[2], &y = a.out[0];
+    a.par->for_range(x.rows, [&](int64_t b, int64_t e, int) {
+      for (int64_t r = b; r < e; ++r) {
+        const float gate = ref::sigmoid(g.row(r)[0]);
+        const float* xr = x.row(r);
+        const float* sr = s.row(r);
+        float* yr = y.row(r);
+        for (int64_t c = 0; c < x.cols; ++c) yr[c] = xr[c] + gate * sr[c];
+      }
+    });
+  }
+};
+
+// cpu.select_rows — out[0] [outputs][cols] = rows step.outputs of in[0] [tokens][cols].
+class SelectRows final : public Kernel {
+ public:
+  void run(const CallArgs& a) override {
+    const Act &x = a.in[0], &y = a.out[0];
+    const size_t row_bytes = size_t(x.cols) * type_traits(x.type).type_size;
+    for (int64_t r = 0; r < a.step->n_outputs; ++r)
+      std::memmove(static_cast<uint8_t*>(y.data) + size_t(r) * row_bytes,
+                   static_cast<const uint8_t*>(x.data) + size_t(a.step->outputs[r]) * row_bytes, row_bytes);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_cpu_embed(const CallSpec& s, std::string* error) {
+  Binder b(s, error);
+  if (b.arity(0, 1, 1) && b.weight_computable(0)) {
+    b.weight_shape(0, s.out[0].cols, -1);
+    b.out_type(0, GgmlType::F32);
+  }
+  return b.done(std::make_unique<Embed>());
+}
+
+std::unique_ptr<Kernel> make_cpu_rms_norm(const CallSpec& s, std::string* error) {
+  Binder b(s, error);
+  if (!b.arity(1, 1, 1)) return nullptr;
+  const double eps = b.f("eps");
+  const int64_t group = b.i("group", s.in[0].cols);
+  b.check(group > 0 && s.in[0].cols % group == 0, "group ", group, " does not divide ", s.in[0].cols, " columns");
+  b.check(s.weights[0].type == GgmlType::F32, "weight '", std::string(s.weights[0].name), "' must be F32");
+  b.weight_shape(0, group);
+  b.in_type(0, GgmlType::F32);
+  b.out_cols(0, s.in[0].cols);
+  return b.done(std::make_unique<RmsNorm>(group, float(eps)));
+}
+
+namespace {
+// Same-shaped F32 operands: in[0..n_in) and out[0] all `cols` wide.
+bool same_shapes(Binder& b, size_t n_in) {
+  const CallSpec& s = b.spec();
+  if (!b.arity(n_in, 1, 0)) return false;
+  for (size_t k = 0; k < n_in; ++k) b.in_type(k, GgmlType::F32);
+  return b.out_cols(0, s.in[0].cols);
+}
+}  // namespace
+
+std::unique_ptr<Kernel> make_cpu_add(const CallSpec& s, std::string* error) {
+  Binder b(s, error);
+  if (same_shapes(b, 2)) b.in_cols(1, s.in[0].cols);
+  return b.done(std::make_unique<Add>());
+}
+
+std::unique_ptr<Kernel> make_cpu_silu_mul(const CallSpec& s, std::string* error) {
+  Binder b(s, error);
+  if (same_shapes(b, 2)) b.in_cols(1, s.in[0].cols);
+  return b.done(std::make_unique<SiluMul>());
+}
+
+std::unique_ptr<Kernel> make_cpu_sigmoid_gate_add(const CallSpec& s, std::string* error) {
+  Binder b(s, error);
+  if (same_shapes(b, 3)) {
+    b.in_cols(1, s.in[0].cols);
+    b.in_cols(2, 1);
+  }
+  return b.done(std::make_unique<SigmoidGateAdd>());
+}
+
+std::unique_ptr<Kernel> make_cpu_select_rows(const CallSpec& s, std::string* error) {
+  Binder b(s, error);
+  if (b.arity(1, 1, 0)) {
+    b.out_cols(0, s.in[0].cols);
+    b.out_type(0, s.in[0].type);
+  }
+  return b.done(std::make_unique<SelectRows>());
+}
+
+}  // namespace kt::kern

@@ -1,0 +1,73 @@
+// cpu.matmul — out[0] [rows][n_out] = in[0] [rows][n_in] W^T (+ bias), W =
+// weights[0] (ggml [n_in, n_out], any type with kernels), bias = weights[1]
+// (F32 [n_out]) when present.
+//
+// Reference path: each activation row is rounded as ggml's CPU backend rounds
+// it for W's type (CallSpec::rounding, ops_ref.h round_activations), then the
+// type table's dot_row gives each output; output rows are split over threads.
+#include <algorithm>
+#include <vector>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/ops_ref.h"
+#include "kernels/kernel_bind.h"
+
+namespace kt::kern {
+
+namespace ref = cpu::ref;
+
+namespace {
+
+ref::ActRounding act_rounding(Rounding r) {
+  return r == Rounding::GgmlCpu ? ref::ActRounding::GgmlCpu : ref::ActRounding::Exact;
+}
+
+class MatmulRef final : public Kernel {
+ public:
+  MatmulRef(ref::ActRounding rounding) : rounding_(rounding) {}
+
+  void run(const CallArgs& a) override {
+    const Act &x = a.in[0], &y = a.out[0];
+    const WeightView& w = a.weights[0];
+    const float* bias = a.weights.size() > 1 ? a.weights[1].f32() : nullptr;
+    const int64_t n_in = w.ne[0], n_out = w.ne[1];
+    xr_.resize(size_t(x.rows * n_in));
+    a.par->for_range(x.rows, [&](int64_t b, int64_t e, int) {
+      for (int64_t r = b; r < e; ++r)
+        ref::round_activations(w.type, rounding_, x.row(r), n_in, &xr_[size_t(r * n_in)]);
+    });
+    const TypeTraits& t = type_traits(w.type);
+    a.par->for_range(n_out, [&](int64_t b, int64_t e, int) {
+      for (int64_t o = b; o < e; ++o) {
+        const uint8_t* row = w.row(o);
+        for (int64_t r = 0; r < x.rows; ++r) {
+          float v = float(t.dot_row(row, &xr_[size_t(r * n_in)], n_in));
+          if (bias) v += bias[o];
+          y.row(r)[o] = v;
+        }
+      }
+    });
+  }
+
+ private:
+  ref::ActRounding rounding_;
+  std::vector<float> xr_;  // the rounded activations of one call
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_cpu_matmul(const CallSpec& s, std::string* error) {
+  Binder b(s, error);
+  if (!b.arity(1, 1, 1, 2) || !b.weight_computable(0)) return nullptr;
+  const WeightView& w = s.weights[0];
+  b.weight_shape(0, s.in[0].cols, s.out[0].cols);
+  b.in_type(0, GgmlType::F32);
+  b.out_type(0, GgmlType::F32);
+  if (s.weights.size() > 1) {
+    b.check(s.weights[1].type == GgmlType::F32, "bias '", std::string(s.weights[1].name), "' must be F32");
+    b.weight_shape(1, w.ne[1]);
+  }
+  return b.done(std::make_unique<MatmulRef>(act_rounding(s.rounding)));
+}
+
+}  // namespace kt::kern

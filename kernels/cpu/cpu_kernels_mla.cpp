@@ -1,0 +1,187 @@
+// DeepSeek's multi-head latent attention on the CPU (reference path). The
+// cache holds, per token, the normed latent c (kv_lora_rank values) and the
+// roped shared key k_pe (d_rope values): KvView::Kind::MlaLatent.
+//
+// cpu.mla_cache_store — in[0] kv_a [tokens][kv_lora_rank + d_rope] (the
+//   output of kv_a_proj_with_mqa); weights[0] kv_a_norm [kv_lora_rank].
+//   Writes rms_norm(c) and rope(k_pe) at each token's (slot, position).
+//   params: eps and the rope parameters (rope_params.h; n_dims = d_rope).
+// cpu.mla_attention / cpu.mla_attention_absorbed — out[0] [tokens][n_heads *
+//   d_v] from in[0] q [tokens][n_heads * (d_nope + d_rope)] (rope part roped)
+//   over the cache. Weights: kv_b [kv_lora_rank, n_heads * (d_nope + d_v)],
+//   or its halves as newer GGUF files store them, k_b [d_nope, kv_lora_rank,
+//   n_heads] and v_b [kv_lora_rank, d_v, n_heads]. The first decompresses K and
+//   V for every cached token (as HF's modeling code); the second folds kv_b's
+//   K half into the query and its V half into the output (DeepSeek-V2 paper
+//   2.1.2), attending over the latents. Equal up to rounding (ops_ref.h).
+//   params: n_heads, d_nope, d_rope, d_v, kv_lora_rank, kq_scale.
+#include <vector>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/kv_rows.h"
+#include "kernels/cpu/ops_ref.h"
+#include "kernels/cpu/rope_params.h"
+#include "kernels/kernel_bind.h"
+
+namespace kt::kern {
+
+namespace ref = cpu::ref;
+
+namespace {
+
+class MlaCacheStore final : public Kernel {
+ public:
+  MlaCacheStore(float eps, ref::RopeParams rope) : eps_(eps), rope_(rope) {}
+
+  void run(const CallArgs& a) override {
+    const KvView& kv = *a.kv;
+    const Act& x = a.in[0];
+    const float* norm = a.weights[0].f32();
+    const int64_t r = kv.k_cols, dr = kv.v_cols;
+    a.par->for_range(x.rows, [&](int64_t b, int64_t e, int) {
+      std::vector<float> lat(static_cast<size_t>(r)), pe(static_cast<size_t>(dr));
+      for (int64_t t = b; t < e; ++t) {
+        const float* row = x.row(t);
+        ref::rms_norm(row, norm, r, 1, eps_, lat.data());
+        std::copy(row + r, row + r + dr, pe.begin());
+        ref::rope(pe.data(), 1, dr, 1, dr, &a.step->pos[t], rope_);
+        store_row(kv.type, lat.data(), r, kv.k_row(a.step->slot[t], a.step->pos[t]));
+        store_row(kv.type, pe.data(), dr, kv.v_row(a.step->slot[t], a.step->pos[t]));
+      }
+    });
+  }
+
+ private:
+  float eps_;
+  ref::RopeParams rope_;
+};
+
+class MlaAttention final : public Kernel {
+ public:
+  // w: kv_b decoded to floats, [n_heads * (d_nope + d_v)][kv_lora_rank];
+  // latent_type: the type whose products the latents are rounded for.
+  MlaAttention(bool absorbed, ref::MlaShape shape, float kq_scale, std::vector<float> w, GgmlType latent_type,
+               ref::ActRounding rounding)
+      : absorbed_(absorbed), s_(shape), kq_scale_(kq_scale), w_(std::move(w)), latent_type_(latent_type),
+        rounding_(rounding) {}
+
+  void run(const CallArgs& a) override {
+    const std::vector<Run> runs = step_runs(*a.step);
+    const Act &q = a.in[0], &y = a.out[0];
+    a.par->for_range(int64_t(runs.size()), [&](int64_t b, int64_t e, int) {
+      std::vector<float> lat, pe, k, v;
+      for (int64_t i = b; i < e; ++i) {
+        const Run& r = runs[size_t(i)];
+        const int64_t n_kv = r.pos0 + r.n;
+        load_cache(*a.kv, r.slot, n_kv, lat, pe);
+        // The latents as kv_b's products see them (its GGUF type's rounding).
+        for (int64_t j = 0; j < n_kv; ++j)
+          ref::round_activations(latent_type_, rounding_, &lat[size_t(j * s_.kv_lora_rank)], s_.kv_lora_rank,
+                                 &lat[size_t(j * s_.kv_lora_rank)]);
+        if (absorbed_) {
+          ref::mla_attention_absorbed(GgmlType::F32, w_.data(), s_, q.row(r.first), lat.data(), pe.data(), r.n,
+                                      r.pos0, kq_scale_, y.row(r.first), rounding_);
+        } else {
+          const int64_t dk = s_.d_nope + s_.d_rope;
+          k.resize(size_t(n_kv * s_.n_heads * dk));
+          v.resize(size_t(n_kv * s_.n_heads * s_.d_v));
+          ref::mla_decompress_kv(GgmlType::F32, w_.data(), s_, lat.data(), pe.data(), n_kv, k.data(), v.data(),
+                                 ref::ActRounding::Exact);
+          ref::attention(q.row(r.first), k.data(), v.data(), r.n, r.pos0, s_.n_heads, s_.n_heads, dk, s_.d_v,
+                         kq_scale_, y.row(r.first), rounding_);
+        }
+      }
+    });
+  }
+
+ private:
+  bool absorbed_;
+  ref::MlaShape s_;
+  float kq_scale_;
+  std::vector<float> w_;
+  GgmlType latent_type_;
+  ref::ActRounding rounding_;
+};
+
+// kv_b, or k_b + v_b, as one float matrix in kv_b's layout.
+std::vector<float> decode_kv_b(const CallSpec& s, const ref::MlaShape& m) {
+  const int64_t r = m.kv_lora_rank, per_head = m.d_nope + m.d_v;
+  std::vector<float> w(size_t(m.n_heads * per_head * r));
+  if (s.weights.size() == 1) {
+    const WeightView& kv_b = s.weights[0];
+    const TypeTraits& t = type_traits(kv_b.type);
+    for (int64_t row = 0; row < m.n_heads * per_head; ++row) t.dequant_row(kv_b.row(row), &w[size_t(row * r)], r);
+    return w;
+  }
+  const WeightView &k_b = s.weights[0], &v_b = s.weights[1];
+  const TypeTraits &tk = type_traits(k_b.type), &tv = type_traits(v_b.type);
+  std::vector<float> row(size_t(std::max(m.d_nope, r)));
+  for (int64_t h = 0; h < m.n_heads; ++h) {
+    float* wh = &w[size_t(h * per_head * r)];
+    // k_b head h: r rows of d_nope values, row c = column c of W_K_h.
+    for (int64_t c = 0; c < r; ++c) {
+      tk.dequant_row(k_b.row(c, h), row.data(), m.d_nope);
+      for (int64_t j = 0; j < m.d_nope; ++j) wh[j * r + c] = row[size_t(j)];
+    }
+    // v_b head h: d_v rows of r values, W_V_h as is.
+    for (int64_t i = 0; i < m.d_v; ++i) tv.dequant_row(v_b.row(i, h), wh + (m.d_nope + i) * r, r);
+  }
+  return w;
+}
+
+std::unique_ptr<Kernel> make_mla(const CallSpec& s, std::string* error, bool absorbed) {
+  Binder b(s, error);
+  if (!b.arity(1, 1, 1, 2) || !b.needs_kv()) return nullptr;
+  ref::MlaShape m;
+  m.n_heads = b.i("n_heads");
+  m.d_nope = b.i("d_nope");
+  m.d_rope = b.i("d_rope");
+  m.d_v = b.i("d_v");
+  m.kv_lora_rank = b.i("kv_lora_rank");
+  const double scale = b.f("kq_scale");
+  if (!b.ok()) return nullptr;
+  b.check(m.n_heads > 0 && m.d_nope > 0 && m.d_rope > 0 && m.d_v > 0 && m.kv_lora_rank > 0, "bad MLA shape");
+  b.check(s.kv->kind == KvView::Kind::MlaLatent && s.kv->k_cols == m.kv_lora_rank && s.kv->v_cols == m.d_rope,
+          "the KV cache is not a latent cache of ", m.kv_lora_rank, " + ", m.d_rope);
+  b.in_cols(0, m.n_heads * (m.d_nope + m.d_rope));
+  b.out_cols(0, m.n_heads * m.d_v);
+  GgmlType latent_type = s.weights[0].type;
+  if (s.weights.size() == 1) {
+    b.weight_computable(0) && b.weight_shape(0, m.kv_lora_rank, m.n_heads * (m.d_nope + m.d_v));
+  } else {
+    b.weight_computable(0) && b.weight_shape(0, m.d_nope, m.kv_lora_rank, m.n_heads);
+    b.weight_computable(1) && b.weight_shape(1, m.kv_lora_rank, m.d_v, m.n_heads);
+    latent_type = s.weights[1].type;  // v_b multiplies the latents directly
+  }
+  if (!b.ok()) return nullptr;
+  const ref::ActRounding rounding =
+      s.rounding == Rounding::GgmlCpu ? ref::ActRounding::GgmlCpu : ref::ActRounding::Exact;
+  return std::make_unique<MlaAttention>(absorbed, m, float(scale), decode_kv_b(s, m), latent_type, rounding);
+}
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_cpu_mla_cache_store(const CallSpec& s, std::string* error) {
+  Binder b(s, error);
+  if (!b.arity(1, 0, 1) || !b.needs_kv()) return nullptr;
+  const double eps = b.f("eps");
+  const ref::RopeParams rope = read_rope_params(b);
+  if (!b.ok()) return nullptr;
+  b.check(s.kv->kind == KvView::Kind::MlaLatent, "the KV cache is not a latent cache");
+  b.check(rope.n_dims == s.kv->v_cols, "rope n_dims ", rope.n_dims, " differs from the cache's ", s.kv->v_cols,
+          " rope dims");
+  b.in_cols(0, s.kv->k_cols + s.kv->v_cols);
+  b.check(s.weights[0].type == GgmlType::F32, "weight '", std::string(s.weights[0].name), "' must be F32");
+  b.weight_shape(0, s.kv->k_cols);
+  return b.done(std::make_unique<MlaCacheStore>(float(eps), rope));
+}
+
+std::unique_ptr<Kernel> make_cpu_mla_attention(const CallSpec& s, std::string* error) {
+  return make_mla(s, error, false);
+}
+
+std::unique_ptr<Kernel> make_cpu_mla_attention_absorbed(const CallSpec& s, std::string* error) {
+  return make_mla(s, error, true);
+}
+
+}  // namespace kt::kern

@@ -1,0 +1,90 @@
+// kt-insert-transfers: explicit copies between devices. The lowering puts each
+// buffer on the device of the call that writes it; a call on another device
+// reads a mirror on its own device instead, filled by a copy call inserted
+// just before its first reader. Buffers are written once (SSA), so one copy
+// per buffer and device serves every later reader.
+#include <map>
+#include <string>
+
+#include "dialects/KtExecDialect.h"
+#include "mlir/IR/Builders.h"
+#include "passes/Passes.h"
+
+namespace kt {
+#define GEN_PASS_DEF_INSERTTRANSFERS
+#include "passes/Passes.h.inc"
+
+namespace {
+
+bool is_cuda(llvm::StringRef device) { return device.starts_with("cuda"); }
+
+// The copy kernel and the device that runs it: copies are driven by the GPU
+// side (its copy engines, on its stream), so the host never blocks on them.
+std::pair<std::string, std::string> copy_kernel(llvm::StringRef from, llvm::StringRef to) {
+  if (!is_cuda(from)) return {"cuda.upload", to.str()};
+  if (!is_cuda(to)) return {"cuda.download", from.str()};
+  return {"cuda.peer_copy", to.str()};
+}
+
+class InsertTransfersPass : public impl::InsertTransfersBase<InsertTransfersPass> {
+ public:
+  void runOnOperation() override {
+    getOperation()->walk([&](exec::PhaseOp phase) { run(phase); });
+  }
+
+ private:
+  void run(exec::PhaseOp phase) {
+    mlir::OpBuilder b(phase->getContext());
+    std::map<std::string, exec::BufferOp> buffers;
+    for (auto buf : phase.getBody().front().getOps<exec::BufferOp>()) buffers[buf.getSymName().str()] = buf;
+    std::map<std::string, std::string> mirrors;  // "name@device" -> mirror name
+    llvm::SmallVector<exec::CallOp> calls(phase.getBody().front().getOps<exec::CallOp>());
+    for (exec::CallOp call : calls) {
+      const std::string dev = call.getDevice().str();
+      llvm::SmallVector<mlir::Attribute> inputs;
+      bool changed = false;
+      for (mlir::Attribute a : call.getInputs()) {
+        const std::string name = llvm::cast<mlir::StringAttr>(a).str();
+        auto it = buffers.find(name);
+        if (it == buffers.end() || it->second.getDevice() == dev) {
+          inputs.push_back(a);
+          continue;
+        }
+        const std::string key = name + "@" + dev;
+        auto m = mirrors.find(key);
+        if (m == mirrors.end()) {
+          exec::BufferOp src = it->second;
+          b.setInsertionPointAfter(src);
+          exec::BufferOp::create(b, src.getLoc(), key, dev, src.getType(), src.getCols(), src.getRows(),
+                                 mlir::IntegerAttr());
+          const auto [kernel, on] = copy_kernel(src.getDevice(), dev);
+          b.setInsertionPoint(call);
+          exec::CallOp::create(b, call.getLoc(), kernel, on, b.getStrArrayAttr({name}), b.getStrArrayAttr({key}),
+                               b.getStrArrayAttr({}), mlir::StringAttr(), b.getDictionaryAttr({}), call.getLayer(),
+                               call.getPath());
+          m = mirrors.emplace(key, key).first;
+        }
+        inputs.push_back(b.getStringAttr(m->second));
+        changed = true;
+      }
+      if (changed) call.setInputsAttr(b.getArrayAttr(inputs));
+    }
+    // The logits are read by the host: bring them there when the head is on a GPU.
+    auto logits = buffers.find(phase.getLogits().str());
+    if (logits != buffers.end() && is_cuda(logits->second.getDevice())) {
+      exec::BufferOp src = logits->second;
+      const std::string key = src.getSymName().str() + "@cpu";
+      b.setInsertionPointAfter(src);
+      exec::BufferOp::create(b, src.getLoc(), key, "cpu", src.getType(), src.getCols(), src.getRows(),
+                             mlir::IntegerAttr());
+      b.setInsertionPointToEnd(&phase.getBody().front());
+      exec::CallOp::create(b, src.getLoc(), "cuda.download", src.getDevice(), b.getStrArrayAttr({src.getSymName()}),
+                           b.getStrArrayAttr({key}), b.getStrArrayAttr({}), mlir::StringAttr(),
+                           b.getDictionaryAttr({}), -1, "lm_head");
+      phase.setLogits(key);
+    }
+  }
+};
+
+}  // namespace
+}  // namespace kt

@@ -1,0 +1,544 @@
+// kt-lower: the placed kt IR to kt_exec, the plan as IR (dialects/KtExec.td).
+//
+// For each phase (prefill, then decode) the model's computation is written as
+// kernel calls in execution order, as llama.cpp's graph builders order them
+// (src/models/llama.cpp, qwen2moe.cpp, deepseek2.cpp), so that the runtime's
+// reference kernels reproduce the reference model call for call:
+//
+//   x = embed(tokens)
+//   per layer: h = rms_norm(x); x = x + attention(h); h = rms_norm(x); x = x + ffn(h)
+//   logits = lm_head(rms_norm(select_rows(x)))
+//
+// Every value is a new buffer (SSA) on the device of the call that writes it;
+// a call runs on its op's device for the phase (generate_device for decode,
+// prefill_device for prefill) and its kernel is "<device kind>.<op>".
+#include <map>
+#include <string>
+#include <vector>
+
+#include "dialects/KtExecDialect.h"
+#include "mlir/IR/Builders.h"
+#include "passes/Passes.h"
+#include "passes/module_options.h"
+#include "runtime/gguf.h"
+#include "runtime/plan_loader.h"
+#include "runtime/rope_config.h"
+
+namespace kt {
+#define GEN_PASS_DEF_LOWERTOEXEC
+#include "passes/Passes.h.inc"
+
+namespace {
+
+using mlir::NamedAttribute;
+
+// A value of the computation: a buffer of the current phase.
+struct Value {
+  std::string name;
+  std::string device;
+  int64_t cols = 0;
+};
+
+// The child module of `m` whose path ends in `.leaf`, or null.
+ModuleInterface child(ModuleInterface m, llvm::StringRef leaf) {
+  for (ModuleInterface c : children(m))
+    if (ir::leafName(c) == leaf) return c;
+  return nullptr;
+}
+
+class Lowering {
+ public:
+  Lowering(ir::ModelOp model, const LowerToExecOptions& o)
+      : model_(model), o_(o), b_(model->getContext()), hp_(model.getHparams()) {}
+
+  // Replaces the kt.model with a kt_exec.plan; errors name the module path.
+  mlir::LogicalResult run();
+
+ private:
+  // ---- the phase being written ----
+  struct Phase {
+    std::string name;
+    bool prefill = false;
+    exec::PhaseOp op;
+  };
+
+  std::string device_of(ModuleInterface m) const {
+    llvm::StringRef d = option_str(m, phase_->prefill ? "prefill_device" : "generate_device");
+    if (d.empty()) d = option_str(m, "generate_device");
+    return d.empty() ? "cpu" : d.str();
+  }
+  static std::string kind_of(const std::string& device) { return device.rfind("cuda", 0) == 0 ? "cuda" : "cpu"; }
+  std::string kernel(const std::string& device, llvm::StringRef op) const { return kind_of(device) + "." + op.str(); }
+
+  Value buffer(const std::string& path, llvm::StringRef what, const std::string& device, int64_t cols,
+               llvm::StringRef type = "F32", llvm::StringRef rows = "tokens");
+  std::string weight(ir::WeightAttr w, const std::string& device);
+  mlir::NamedAttribute param(llvm::StringRef k, int64_t v) { return b_.getNamedAttr(k, b_.getI64IntegerAttr(v)); }
+  mlir::NamedAttribute paramf(llvm::StringRef k, double v) { return b_.getNamedAttr(k, b_.getF64FloatAttr(v)); }
+  void call(ModuleInterface m, llvm::StringRef op, const std::string& device, llvm::ArrayRef<Value> in,
+            llvm::ArrayRef<Value> out, llvm::ArrayRef<std::string> weights, llvm::ArrayRef<NamedAttribute> params,
+            const std::string& kv = "");
+  int64_t layer_of(ModuleInterface m) const;
+
+  // ---- the model's parts ----
+  mlir::LogicalResult lower_phase(Phase& ph);
+  mlir::FailureOr<Value> linear(ModuleInterface m, const Value& x);
+  mlir::FailureOr<Value> rms_norm(ModuleInterface m, const Value& x, int64_t group = 0);
+  mlir::FailureOr<Value> gqa(ModuleInterface attn, const Value& x, int64_t layer);
+  mlir::FailureOr<Value> mla(ModuleInterface attn, const Value& x, int64_t layer);
+  mlir::FailureOr<Value> mlp(ModuleInterface m, const Value& x);
+  mlir::FailureOr<Value> moe(ModuleInterface m, const Value& x);
+  mlir::FailureOr<cpu::ref::RopeParams> rope_of(ModuleInterface attn);
+  void rope_params(const cpu::ref::RopeParams& r, llvm::SmallVectorImpl<NamedAttribute>& out);
+  std::string kv_cache(ModuleInterface attn, int64_t layer, llvm::StringRef kind, int64_t heads, int64_t k_cols,
+                       int64_t v_cols);
+  mlir::LogicalResult fail(ModuleInterface m, const llvm::Twine& msg) {
+    return m->emitError() << m.getPath() << ": kt-lower: " << msg;
+  }
+
+  ir::ModelOp model_;
+  const LowerToExecOptions& o_;
+  mlir::OpBuilder b_;
+  ir::HParamsAttr hp_;
+  exec::PlanOp plan_;
+  mlir::Operation* first_phase_ = nullptr;      // devices, weights and caches go before it
+  Phase* phase_ = nullptr;
+  std::map<std::string, std::string> weights_;  // "tensor@device" -> sym
+  std::map<std::string, std::string> devices_;  // device -> sym
+  std::map<int64_t, std::pair<std::string, std::string>> kvs_;  // layer -> (sym, device)
+  std::map<std::string, int64_t> buffer_count_;
+};
+
+Value Lowering::buffer(const std::string& path, llvm::StringRef what, const std::string& device, int64_t cols,
+                       llvm::StringRef type, llvm::StringRef rows) {
+  std::string name = phase_->name + "." + (path.empty() ? std::string("model") : path) + "." + what.str();
+  if (int64_t n = buffer_count_[name]++) name += "." + std::to_string(n);
+  mlir::OpBuilder::InsertionGuard g(b_);
+  b_.setInsertionPointToEnd(&phase_->op.getBody().front());
+  exec::BufferOp::create(b_, model_.getLoc(), name, device, type, cols, rows, mlir::IntegerAttr());
+  return Value{name, device, cols};
+}
+
+std::string Lowering::weight(ir::WeightAttr w, const std::string& device) {
+  const std::string key = w.getName().str() + "@" + device;
+  auto it = weights_.find(key);
+  if (it != weights_.end()) return it->second;
+  const TypeTraits* t = find_type_by_name(w.getType());
+  uint64_t elems = 1;
+  for (int64_t d : w.getShape()) elems *= uint64_t(d);
+  const int64_t bytes = t ? int64_t(t->row_bytes(int64_t(elems))) : 0;
+  const std::string sym = "w" + std::to_string(weights_.size());
+  mlir::OpBuilder::InsertionGuard g(b_);
+  b_.setInsertionPoint(first_phase_);
+  exec::WeightOp::create(b_, model_.getLoc(), sym, w.getName(), w.getType(), b_.getDenseI64ArrayAttr(w.getShape()),
+                         device, "gguf", bytes);
+  weights_[key] = sym;
+  return sym;
+}
+
+int64_t Lowering::layer_of(ModuleInterface m) const {
+  for (mlir::Operation* op = m; op; op = op->getParentOp())
+    if (auto l = llvm::dyn_cast<ir::DecoderLayerOp>(op)) return l.getLayerIndex();
+  return -1;
+}
+
+void Lowering::call(ModuleInterface m, llvm::StringRef op, const std::string& device, llvm::ArrayRef<Value> in,
+                    llvm::ArrayRef<Value> out, llvm::ArrayRef<std::string> weights,
+                    llvm::ArrayRef<NamedAttribute> params, const std::string& kv) {
+  if (!devices_.count(device)) {
+    mlir::OpBuilder::InsertionGuard g(b_);
+    b_.setInsertionPoint(first_phase_);
+    const bool cuda = kind_of(device) == "cuda";
+    const int64_t index = cuda ? std::stoll(device.substr(device.find(':') + 1)) : 0;
+    exec::DeviceOp::create(b_, model_.getLoc(), device, kind_of(device), index, mlir::IntegerAttr(),
+                           mlir::IntegerAttr(), mlir::IntegerAttr());
+    devices_[device] = device;
+  }
+  llvm::SmallVector<llvm::StringRef> ins, outs, ws;
+  for (const Value& v : in) ins.push_back(v.name);
+  for (const Value& v : out) outs.push_back(v.name);
+  for (const std::string& w : weights) ws.push_back(w);
+  mlir::OpBuilder::InsertionGuard g(b_);
+  b_.setInsertionPointToEnd(&phase_->op.getBody().front());
+  exec::CallOp::create(b_, m->getLoc(), kernel(device, op), device, b_.getStrArrayAttr(ins), b_.getStrArrayAttr(outs),
+                       b_.getStrArrayAttr(ws), kv.empty() ? mlir::StringAttr() : b_.getStringAttr(kv),
+                       b_.getDictionaryAttr(params), layer_of(m), m.getPath());
+}
+
+mlir::FailureOr<Value> Lowering::linear(ModuleInterface m, const Value& x) {
+  auto op = llvm::dyn_cast_or_null<ir::LinearOp>(m.getOperation());
+  if (!op) return mlir::failure();
+  const std::string dev = device_of(m);
+  ir::WeightAttr w = op.getWeight();
+  if (w.dim(0) != x.cols) return fail(m, "input has " + llvm::Twine(x.cols) + " columns, the weight expects " + llvm::Twine(w.dim(0)));
+  llvm::SmallVector<std::string> ws{weight(w, dev)};
+  if (auto bias = op.getBiasAttr()) ws.push_back(weight(bias, dev));
+  const Value y = buffer(m.getPath().str(), "out", dev, w.dim(1));
+  call(m, "matmul", dev, {x}, {y}, ws, {});
+  return y;
+}
+
+mlir::FailureOr<Value> Lowering::rms_norm(ModuleInterface m, const Value& x, int64_t group) {
+  auto op = llvm::dyn_cast_or_null<ir::RmsNormOp>(m.getOperation());
+  if (!op) return mlir::failure();
+  const std::string dev = device_of(m);
+  const Value y = buffer(m.getPath().str(), "out", dev, x.cols);
+  llvm::SmallVector<NamedAttribute> params{paramf("eps", op.getEpsAttr().getValueAsDouble())};
+  if (group > 0) params.push_back(param("group", group));
+  call(m, "rms_norm", dev, {x}, {y}, {weight(op.getWeight(), dev)}, params);
+  return y;
+}
+
+mlir::FailureOr<cpu::ref::RopeParams> Lowering::rope_of(ModuleInterface attn) {
+  auto rot = llvm::dyn_cast_or_null<ir::RotaryEmbeddingOp>(child(attn, "rotary_emb").getOperation());
+  if (!rot) return fail(attn, "has no rotary_emb"), mlir::FailureOr<cpu::ref::RopeParams>(mlir::failure());
+  RopeConfigInputs in;
+  in.n_dims = int(rot.getDim());
+  const llvm::StringRef arch = model_.getArch();
+  // llama.cpp's rope type per architecture (llama_model_rope_type).
+  in.mode = (arch == "qwen2moe" || arch == "qwen3moe" || arch == "qwen2" || arch == "qwen3")
+                ? cpu::ref::RopeMode::NeoX
+                : cpu::ref::RopeMode::Normal;
+  in.freq_base = rot.getThetaAttr().getValueAsDouble();
+  in.n_ctx_orig = hp_.getMaxPositionEmbeddings();
+  if (auto y = rot.getYarnAttr()) {
+    in.scaling = RopeScaling::Yarn;
+    in.factor = y.getFactor();
+    in.n_ctx_orig = y.getOriginalMaxPositionEmbeddings();
+    in.beta_fast = y.getBetaFast();
+    in.beta_slow = y.getBetaSlow();
+    in.yarn_log_multiplier = y.getLogMultiplier();
+  }
+  return rope_config(in);
+}
+
+void Lowering::rope_params(const cpu::ref::RopeParams& r, llvm::SmallVectorImpl<NamedAttribute>& out) {
+  out.push_back(param("n_dims", r.n_dims));
+  out.push_back(param("mode", r.mode == cpu::ref::RopeMode::NeoX ? 2 : 0));
+  out.push_back(paramf("freq_base", r.freq_base));
+  out.push_back(paramf("freq_scale", r.freq_scale));
+  out.push_back(param("n_ctx_orig", r.n_ctx_orig));
+  out.push_back(paramf("ext_factor", r.ext_factor));
+  out.push_back(paramf("attn_factor", r.attn_factor));
+  out.push_back(paramf("beta_fast", r.beta_fast));
+  out.push_back(paramf("beta_slow", r.beta_slow));
+}
+
+std::string Lowering::kv_cache(ModuleInterface attn, int64_t layer, llvm::StringRef kind, int64_t heads,
+                               int64_t k_cols, int64_t v_cols) {
+  const std::string dev = device_of(attn);
+  auto it = kvs_.find(layer);
+  if (it != kvs_.end()) return it->second.first;
+  const std::string sym = "kv" + std::to_string(layer);
+  mlir::OpBuilder::InsertionGuard g(b_);
+  b_.setInsertionPoint(first_phase_);
+  exec::KvCacheOp::create(b_, attn->getLoc(), sym, layer, dev, kind, heads, k_cols, v_cols, o_.kvType);
+  kvs_[layer] = {sym, dev};
+  return sym;
+}
+
+mlir::FailureOr<Value> Lowering::gqa(ModuleInterface attn, const Value& x, int64_t layer) {
+  const int64_t n_head = hp_.getNumAttentionHeads(), n_head_kv = hp_.getNumKeyValueHeads();
+  const int64_t head_dim = hp_.getHeadDim() > 0 ? hp_.getHeadDim() : hp_.getHiddenSize() / n_head;
+  const std::string path = attn.getPath().str(), dev = device_of(attn);
+  auto q = linear(child(attn, "q_proj"), x);
+  auto k = linear(child(attn, "k_proj"), x);
+  auto v = linear(child(attn, "v_proj"), x);
+  if (mlir::failed(q) || mlir::failed(k) || mlir::failed(v)) return fail(attn, "needs q_proj, k_proj and v_proj");
+  // Qwen3's per-head RMSNorm of q and k, before rope.
+  if (ModuleInterface qn = child(attn, "q_norm")) {
+    q = rms_norm(qn, *q, head_dim);
+    k = rms_norm(child(attn, "k_norm"), *k, head_dim);
+    if (mlir::failed(q) || mlir::failed(k)) return fail(attn, "q_norm needs k_norm");
+  }
+  auto rope = rope_of(attn);
+  if (mlir::failed(rope)) return mlir::failure();
+  llvm::SmallVector<NamedAttribute> pq, pk;
+  rope_params(*rope, pq);
+  rope_params(*rope, pk);
+  pq.append({param("n_heads", n_head), param("head_dim", head_dim), param("offset", 0)});
+  pk.append({param("n_heads", n_head_kv), param("head_dim", head_dim), param("offset", 0)});
+  const Value qr = buffer(path, "q_roped", dev, q->cols), kr = buffer(path, "k_roped", dev, k->cols);
+  call(attn, "rope", dev, {*q}, {qr}, {}, pq);
+  call(attn, "rope", dev, {*k}, {kr}, {}, pk);
+  const std::string kv = kv_cache(attn, layer, "kv", n_head_kv, n_head_kv * head_dim, n_head_kv * head_dim);
+  call(attn, "kv_store", dev, {kr, *v}, {}, {}, {}, kv);
+  const Value o = buffer(path, "attn", dev, n_head * head_dim);
+  call(attn, "attention", dev, {qr}, {o}, {},
+       {param("n_heads", n_head), param("n_kv_heads", n_head_kv), param("head_dim_k", head_dim),
+        param("head_dim_v", head_dim), paramf("kq_scale", 1.0 / std::sqrt(double(head_dim)))},
+       kv);
+  return linear(child(attn, "o_proj"), o);
+}
+
+mlir::FailureOr<Value> Lowering::mla(ModuleInterface attn, const Value& x, int64_t layer) {
+  const int64_t H = hp_.getNumAttentionHeads(), dn = hp_.getQkNopeHeadDim(), dr = hp_.getQkRopeHeadDim(),
+                dv = hp_.getVHeadDim(), r = hp_.getKvLoraRank();
+  const std::string path = attn.getPath().str(), dev = device_of(attn);
+  mlir::FailureOr<Value> q = mlir::failure();
+  if (ModuleInterface qa = child(attn, "q_a_proj")) {
+    auto a = linear(qa, x);
+    if (mlir::succeeded(a)) a = rms_norm(child(attn, "q_a_layernorm"), *a);
+    if (mlir::succeeded(a)) q = linear(child(attn, "q_b_proj"), *a);
+  } else {
+    q = linear(child(attn, "q_proj"), x);
+  }
+  auto kv_a = linear(child(attn, "kv_a_proj_with_mqa"), x);
+  auto norm = llvm::dyn_cast_or_null<ir::RmsNormOp>(child(attn, "kv_a_layernorm").getOperation());
+  if (mlir::failed(q) || mlir::failed(kv_a) || !norm) return fail(attn, "is missing a projection or kv_a_layernorm");
+  auto rope = rope_of(attn);
+  if (mlir::failed(rope)) return mlir::failure();
+
+  // Rope on the last d_rope values of each query head.
+  llvm::SmallVector<NamedAttribute> pq;
+  rope_params(*rope, pq);
+  pq.append({param("n_heads", H), param("head_dim", dn + dr), param("offset", dn)});
+  const Value qr = buffer(path, "q_roped", dev, q->cols);
+  call(attn, "rope", dev, {*q}, {qr}, {}, pq);
+
+  const std::string kv = kv_cache(attn, layer, "mla_latent", 1, r, dr);
+  llvm::SmallVector<NamedAttribute> pc{paramf("eps", norm.getEpsAttr().getValueAsDouble())};
+  rope_params(*rope, pc);
+  call(attn, "mla_cache_store", dev, {*kv_a}, {}, {weight(norm.getWeight(), dev)}, pc, kv);
+
+  llvm::SmallVector<std::string> ws;
+  if (auto kv_b = llvm::dyn_cast_or_null<ir::LinearOp>(child(attn, "kv_b_proj").getOperation())) {
+    ws.push_back(weight(kv_b.getWeight(), dev));
+  } else {
+    auto k_b = llvm::dyn_cast_or_null<ir::LinearOp>(child(attn, "k_b_proj").getOperation());
+    auto v_b = llvm::dyn_cast_or_null<ir::LinearOp>(child(attn, "v_b_proj").getOperation());
+    if (!k_b || !v_b) return fail(attn, "has neither kv_b_proj nor k_b_proj + v_b_proj");
+    ws.push_back(weight(k_b.getWeight(), dev));
+    ws.push_back(weight(v_b.getWeight(), dev));
+  }
+  const bool absorbed = option_bool(attn, phase_->prefill ? "absorb_prefill" : "absorb_decode");
+  // DeepSeek's YaRN mscale goes into the softmax scale (rope_config.h).
+  double log_mul = 0;
+  if (auto rot = llvm::dyn_cast_or_null<ir::RotaryEmbeddingOp>(child(attn, "rotary_emb").getOperation()))
+    if (auto y = rot.getYarnAttr()) log_mul = y.getLogMultiplier();
+  const Value o = buffer(path, "attn", dev, H * dv);
+  call(attn, absorbed ? "mla_attention_absorbed" : "mla_attention", dev, {qr}, {o}, ws,
+       {param("n_heads", H), param("d_nope", dn), param("d_rope", dr), param("d_v", dv), param("kv_lora_rank", r),
+        paramf("kq_scale", deepseek2_kq_scale(*rope, log_mul, dn + dr))},
+       kv);
+  return linear(child(attn, "o_proj"), o);
+}
+
+mlir::FailureOr<Value> Lowering::mlp(ModuleInterface m, const Value& x) {
+  auto g = linear(child(m, "gate_proj"), x);
+  auto u = linear(child(m, "up_proj"), x);
+  if (mlir::failed(g) || mlir::failed(u)) return fail(m, "needs gate_proj, up_proj and down_proj");
+  const std::string dev = device_of(m);
+  const Value a = buffer(m.getPath().str(), "act", dev, g->cols);
+  call(m, "silu_mul", dev, {*g, *u}, {a}, {}, {});
+  auto d = linear(child(m, "down_proj"), a);
+  if (mlir::failed(d)) return fail(m, "needs down_proj");
+  return d;
+}
+
+mlir::FailureOr<Value> Lowering::moe(ModuleInterface m, const Value& x) {
+  auto gate = llvm::dyn_cast_or_null<ir::MoeGateOp>(child(m, "gate").getOperation());
+  auto experts = llvm::dyn_cast_or_null<ir::ExpertsOp>(child(m, "experts").getOperation());
+  if (!gate || !experts) return fail(m, "needs a gate and experts");
+  const std::string path = m.getPath().str();
+  const int64_t n_used = int64_t(gate.getTopK());
+
+  const std::string gdev = device_of(gate);
+  llvm::SmallVector<std::string> gw{weight(gate.getWeight(), gdev)};
+  if (auto bias = gate.getEScoreCorrectionBiasAttr()) gw.push_back(weight(bias, gdev));
+  const Value ids = buffer(gate.getPath().str(), "ids", gdev, n_used, "I32");
+  const Value wts = buffer(gate.getPath().str(), "weights", gdev, n_used);
+  const int64_t n_group = gate.getNGroup().value_or(1), topk_group = gate.getTopkGroup().value_or(1);
+  call(gate, "moe_gate", gdev, {x}, {ids, wts}, gw,
+       {param("n_used", n_used), param("gating", gate.getScoringFunc() == ir::ScoringFunc::sigmoid ? 2 : 1),
+        param("n_group", n_group > 0 ? n_group : 1), param("topk_group", topk_group > 0 ? topk_group : 1),
+        param("norm", gate.getNormTopkProb() ? 1 : 0),
+        paramf("scale", gate.getRoutedScalingFactorAttr().getValueAsDouble())});
+
+  // The shared expert first: on a hybrid plan the GPU computes it while the
+  // CPU runs the routed experts (the runtime overlaps them).
+  ModuleInterface shared = child(m, "shared_experts");
+  if (!shared) shared = child(m, "shared_expert");
+  mlir::FailureOr<Value> s = mlir::failure();
+  if (shared) {
+    s = mlp(shared, x);
+    if (mlir::failed(s)) return mlir::failure();
+  }
+
+  const std::string edev = device_of(experts);
+  const Value y = buffer(experts.getPath().str(), "out", edev, x.cols);
+  call(experts, "moe_experts", edev, {x, ids, wts}, {y},
+       {weight(experts.getGateProj(), edev), weight(experts.getUpProj(), edev), weight(experts.getDownProj(), edev)},
+       {});
+  if (!shared) return y;
+
+  const std::string dev = device_of(m);
+  const Value out = buffer(path, "out", dev, x.cols);
+  if (ModuleInterface sg = child(m, "shared_expert_gate")) {
+    // Qwen2-MoE: the shared expert scaled by sigmoid(x . w_gate).
+    auto g = linear(sg, x);
+    if (mlir::failed(g)) return mlir::failure();
+    call(m, "sigmoid_gate_add", dev, {y, *s, *g}, {out}, {}, {});
+  } else {
+    call(m, "add", dev, {y, *s}, {out}, {}, {});
+  }
+  return out;
+}
+
+mlir::LogicalResult Lowering::lower_phase(Phase& ph) {
+  phase_ = &ph;
+  ModuleInterface root = model_;
+  ModuleInterface base = child(root, "model");
+  if (!base) return fail(root, "has no base model");
+  auto embed = llvm::dyn_cast_or_null<ir::EmbeddingOp>(child(base, "embed_tokens").getOperation());
+  if (!embed) return fail(base, "has no embed_tokens");
+  const int64_t n_embd = hp_.getHiddenSize();
+  const std::string edev = device_of(embed);
+  Value x = buffer(embed.getPath().str(), "out", edev, n_embd);
+  call(embed, "embed", edev, {}, {x}, {weight(embed.getWeight(), edev)}, {});
+
+  for (ModuleInterface l : children(base)) {
+    auto layer = llvm::dyn_cast<ir::DecoderLayerOp>(l.getOperation());
+    if (!layer) continue;
+    const int64_t il = layer.getLayerIndex();
+    const std::string ldev = device_of(l), lpath = l.getPath().str();
+    auto h = rms_norm(child(l, "input_layernorm"), x);
+    if (mlir::failed(h)) return fail(l, "has no input_layernorm");
+    ModuleInterface attn = child(l, "self_attn");
+    mlir::FailureOr<Value> a = mlir::failure();
+    if (attn && llvm::isa<ir::MlaAttentionOp>(attn.getOperation()))
+      a = mla(attn, *h, il);
+    else if (attn && llvm::isa<ir::GqaAttentionOp>(attn.getOperation()))
+      a = gqa(attn, *h, il);
+    else
+      return fail(l, "has no self_attn");
+    if (mlir::failed(a)) return mlir::failure();
+    const Value x1 = buffer(lpath, "residual_attn", ldev, n_embd);
+    call(l, "add", ldev, {x, *a}, {x1}, {}, {});
+
+    auto h2 = rms_norm(child(l, "post_attention_layernorm"), x1);
+    if (mlir::failed(h2)) return fail(l, "has no post_attention_layernorm");
+    ModuleInterface ffn = child(l, "mlp");
+    if (!ffn) ffn = child(l, "block_sparse_moe");
+    mlir::FailureOr<Value> f = mlir::failure();
+    if (ffn && llvm::isa<ir::MoeOp>(ffn.getOperation()))
+      f = moe(ffn, *h2);
+    else if (ffn && llvm::isa<ir::MlpOp>(ffn.getOperation()))
+      f = mlp(ffn, *h2);
+    else
+      return fail(l, "has no mlp");
+    if (mlir::failed(f)) return mlir::failure();
+    x = buffer(lpath, "out", ldev, n_embd);
+    call(l, "add", ldev, {x1, *f}, {x}, {}, {});
+  }
+
+  ModuleInterface norm = child(base, "norm");
+  auto head = llvm::dyn_cast_or_null<ir::LmHeadOp>(child(root, "lm_head").getOperation());
+  if (!norm || !head) return fail(root, "needs model.norm and lm_head");
+  const std::string ndev = device_of(norm);
+  const Value sel = buffer(norm.getPath().str(), "selected", ndev, n_embd, "F32", "outputs");
+  call(norm, "select_rows", ndev, {x}, {sel}, {}, {});
+  auto n = rms_norm(norm, sel);
+  if (mlir::failed(n)) return mlir::failure();
+  const std::string hdev = device_of(head);
+  const int64_t n_vocab = head.getWeight().dim(1);
+  const Value logits = buffer("lm_head", "logits", hdev, n_vocab, "F32", "outputs");
+  call(head, "matmul", hdev, {*n}, {logits}, {weight(head.getWeight(), hdev)}, {});
+  ph.op.setLogits(logits.name);
+  return mlir::success();
+}
+
+mlir::LogicalResult Lowering::run() {
+  ModuleInterface root = model_;
+  if (o_.kvType != "F16" && o_.kvType != "BF16" && o_.kvType != "F32")
+    return fail(root, "kv-type '" + o_.kvType + "' is not F16, BF16 or F32");
+  if (o_.ctx < 1 || o_.ubatch < 1 || o_.maxBatch < 1)
+    return fail(root, "ctx, ubatch and max-batch must be positive");
+
+  // The GGUF file: its size and fingerprint (a changed file is refused at
+  // load), and its chat template.
+  std::string ref = o_.ggufRef.empty() ? o_.gguf : o_.ggufRef;
+  int64_t size = 0;
+  std::string fingerprint = "0", chat_template;
+  if (!o_.gguf.empty()) {
+    auto g = GgufFile::open(o_.gguf);
+    if (!g.ok()) return fail(root, g.error().message);
+    size = int64_t(g->file_size());
+    char hex[24];
+    std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)gguf_fingerprint(*g));
+    fingerprint = hex;
+    chat_template = std::string(g->get_string("tokenizer.chat_template"));
+  }
+
+  llvm::SmallVector<NamedAttribute> hp{
+      param("hidden_size", hp_.getHiddenSize()), param("num_hidden_layers", hp_.getNumHiddenLayers()),
+      param("num_attention_heads", hp_.getNumAttentionHeads()),
+      param("num_key_value_heads", hp_.getNumKeyValueHeads()), param("n_routed_experts", hp_.getNRoutedExperts()),
+      param("num_experts_per_tok", hp_.getNumExpertsPerTok()), param("kv_lora_rank", hp_.getKvLoraRank())};
+  llvm::SmallVector<NamedAttribute> opts{b_.getNamedAttr("kv_type", b_.getStringAttr(o_.kvType)),
+                                         param("ubatch", o_.ubatch), param("max_batch", o_.maxBatch)};
+  if (auto rules = llvm::dyn_cast_or_null<mlir::StringAttr>(option(root, "rules_file")))
+    opts.push_back(b_.getNamedAttr("rules", rules));
+  if (auto budget = option(root, "gpu_budget")) opts.push_back(b_.getNamedAttr("gpu_budget", budget));
+
+  ModuleInterface head = child(root, "lm_head");
+  auto lm = llvm::dyn_cast_or_null<ir::LmHeadOp>(head.getOperation());
+  if (!lm) return fail(root, "has no lm_head");
+  b_.setInsertionPoint(model_);
+  plan_ = exec::PlanOp::create(b_, model_.getLoc(), model_.getArch(), lm.getWeight().dim(1),
+                               hp_.getNumHiddenLayers(), o_.ctx, ref, size, fingerprint, b_.getDictionaryAttr(hp),
+                               chat_template, b_.getDictionaryAttr(opts));
+  plan_.getBody().emplaceBlock();
+  b_.setInsertionPointToStart(&plan_.getBody().front());
+  // The host is always a device: it reads the logits.
+  exec::DeviceOp::create(b_, model_.getLoc(), "cpu", "cpu", 0, mlir::IntegerAttr(), mlir::IntegerAttr(),
+                         mlir::IntegerAttr());
+  devices_["cpu"] = "cpu";
+
+  Phase prefill{"prefill", true, {}}, decode{"decode", false, {}};
+  for (Phase* ph : {&prefill, &decode}) {
+    b_.setInsertionPointToEnd(&plan_.getBody().front());
+    ph->op = exec::PhaseOp::create(b_, model_.getLoc(), ph->name, ph->prefill ? o_.ubatch : o_.maxBatch, "");
+    ph->op.getBody().emplaceBlock();
+    if (!first_phase_) first_phase_ = ph->op;
+    if (mlir::failed(lower_phase(*ph))) return mlir::failure();
+  }
+  // The KV cache lives on one device: a layer whose attention runs on
+  // different devices in the two phases cannot share it.
+  std::map<int64_t, std::string> kv_dev;
+  for (auto& [layer, sym_dev] : kvs_) kv_dev[layer] = sym_dev.second;
+  bool ok = true;
+  plan_.walk([&](exec::CallOp c) {
+    if (!c.getKv() || !ok) return;
+    const std::string dev = c.getDevice().str();
+    if (dev != kv_dev[c.getLayer()]) {
+      c->emitError() << c.getPath() << ": kt-lower: attention runs on " << dev << " in one phase and on "
+                     << kv_dev[c.getLayer()]
+                     << " in the other; its KV cache lives on one device (give prefill_device = generate_device)";
+      ok = false;
+    }
+  });
+  if (!ok) return mlir::failure();
+  model_->erase();
+  return mlir::success();
+}
+
+class LowerToExecPass : public impl::LowerToExecBase<LowerToExecPass> {
+ public:
+  using LowerToExecBase::LowerToExecBase;
+
+  void runOnOperation() override {
+    llvm::SmallVector<ir::ModelOp> models;
+    getOperation()->walk([&](ir::ModelOp m) { models.push_back(m); });
+    if (models.size() != 1) {
+      getOperation().emitError() << "kt-lower: expected one kt.model, found " << models.size();
+      return signalPassFailure();
+    }
+    LowerToExecOptions o{gguf, ggufRef, ctx, ubatch, maxBatch, kvType};
+    Lowering l(models.front(), o);
+    if (mlir::failed(l.run())) signalPassFailure();
+  }
+};
+
+}  // namespace
+}  // namespace kt

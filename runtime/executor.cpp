@@ -1,0 +1,388 @@
+#include "runtime/executor.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "kernels/registry.h"
+#include "runtime/thread_pool.h"
+
+namespace kt {
+
+namespace {
+
+// Anonymous memory from the OS: page-aligned, zero-filled lazily, and a clear
+// error instead of a crash when the machine cannot provide it.
+class HostMemory {
+ public:
+  HostMemory() = default;
+  HostMemory(HostMemory&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+  HostMemory& operator=(HostMemory&& o) noexcept {
+    std::swap(p_, o.p_);
+    std::swap(n_, o.n_);
+    return *this;
+  }
+  ~HostMemory() {
+    if (p_) munmap(p_, n_);
+  }
+  static Result<HostMemory> allocate(uint64_t bytes, const std::string& what) {
+    HostMemory m;
+    if (bytes == 0) return m;
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+      return err("cannot allocate ", bytes >> 20, " MiB for ", what, ": out of memory (lower --ctx or --parallel)");
+    m.p_ = p;
+    m.n_ = bytes;
+    return m;
+  }
+  uint8_t* data() const { return static_cast<uint8_t*>(p_); }
+
+ private:
+  void* p_ = nullptr;
+  uint64_t n_ = 0;
+};
+
+struct BoundCall {
+  std::unique_ptr<kern::Kernel> kernel;
+  std::string_view name;
+  std::vector<int> in, out;
+  std::vector<kern::Act> in_acts, out_acts;  // refreshed from the buffers every step
+  std::vector<kern::WeightView> weights;
+  int kv = -1;
+  int layer = -1;
+};
+
+struct BoundPhase {
+  std::string name;
+  int64_t max_tokens = 0;
+  int logits = -1;
+  std::vector<BoundCall> calls;
+};
+
+std::string device_name(const plan::Device& d) {
+  return d.kind() == plan::DeviceKind::CUDA ? "cuda:" + std::to_string(d.index()) : "cpu";
+}
+
+std::vector<kern::Param> read_params(const plan::Call& c) {
+  std::vector<kern::Param> out;
+  if (!c.params()) return out;
+  for (const plan::Param* p : *c.params()) {
+    kern::Param q;
+    q.key = p->key()->str();
+    q.i = p->i();
+    q.f = p->f();
+    if (p->s()) q.s = p->s()->str();
+    if (p->ints()) q.ints.assign(p->ints()->begin(), p->ints()->end());
+    if (p->floats()) q.floats.assign(p->floats()->begin(), p->floats()->end());
+    out.push_back(std::move(q));
+  }
+  return out;
+}
+
+}  // namespace
+
+Batch Batch::sequence(std::span<const int32_t> tokens, int32_t pos0, int32_t slot, bool all_logits) {
+  Batch b;
+  const int32_t n = int32_t(tokens.size());
+  b.tokens.assign(tokens.begin(), tokens.end());
+  for (int32_t i = 0; i < n; ++i) {
+    b.pos.push_back(pos0 + i);
+    b.slot.push_back(slot);
+    if (all_logits || i == n - 1) b.outputs.push_back(i);
+  }
+  return b;
+}
+
+struct Executor::Impl {
+  Impl(PlanFile p, GgufFile g, ExecOptions o) : plan(std::move(p)), gguf(std::move(g)), options(o) {}
+  PlanFile plan;
+  GgufFile gguf;
+  ExecOptions options;
+  std::unique_ptr<ThreadPool> pool;
+  int64_t n_ctx = 0;
+  std::vector<kern::WeightView> weights;
+  std::vector<HostMemory> arenas;  // per device (CPU only)
+  std::vector<kern::Act> buffers;
+  std::vector<plan::RowKind> row_kinds;
+  std::vector<HostMemory> kv_memory;
+  std::vector<kern::KvView> kvs;
+  std::vector<int64_t> filled;  // per slot: positions whose cache rows are valid
+  std::vector<BoundPhase> phases;
+  int prefill = -1, decode = -1;  // indices into phases
+  kern::RoutingHook* routing = nullptr;
+
+  Status bind_weights();
+  Status allocate();
+  Status bind_calls();
+  Status check_batch(const Batch& b, const BoundPhase& ph) const;
+};
+
+Status Executor::Impl::bind_weights() {
+  const plan::Plan& pl = plan.plan();
+  if (!pl.weights()) return ok_status();
+  for (const plan::Weight* w : *pl.weights()) {
+    const std::string name = w->tensor()->str();
+    const GgufTensor* t = gguf.tensor(name);
+    if (!t) return err(plan.path(), ": weight '", printable(name), "' is not in ", gguf.path());
+    if (uint32_t(t->type) != w->type())
+      return err(plan.path(), ": weight '", printable(name), "' is ", type_name(t->type), " in ", gguf.path(),
+                 ", the plan expects type id ", w->type());
+    for (uint32_t d = 0; d < 4; ++d) {
+      const int64_t want = d < w->shape()->size() ? w->shape()->Get(d) : 1;
+      if (t->ne[d] != want)
+        return err(plan.path(), ": weight '", printable(name), "' has shape ", t->shape_string(), " in ",
+                   gguf.path(), ", the plan expects another");
+    }
+    const plan::Device& dev = *pl.devices()->Get(uint32_t(w->device()));
+    if (dev.kind() != plan::DeviceKind::CPU)
+      return err(plan.path(), ": weight '", printable(name), "' lives on ", device_name(dev),
+                 ": this runtime runs CPU plans only (compile with --gpu-mem 0 or rules/cpu-only.yaml)");
+    const std::string_view layout = w->layout() ? w->layout()->string_view() : "gguf";
+    if (layout != "gguf")
+      return err(plan.path(), ": weight '", printable(name), "': layout '", printable(layout), "' is unknown");
+    kern::WeightView v;
+    v.data = t->data;
+    v.type = t->type;
+    v.name = w->tensor()->string_view();
+    const TypeTraits& tt = type_traits(t->type);
+    for (int d = 0; d < 4; ++d) v.ne[d] = t->ne[d];
+    v.nb[0] = tt.type_size;
+    v.nb[1] = tt.row_bytes(t->ne[0]);
+    v.nb[2] = v.nb[1] * uint64_t(t->ne[1]);
+    v.nb[3] = v.nb[2] * uint64_t(t->ne[2]);
+    weights.push_back(v);
+  }
+  return ok_status();
+}
+
+Status Executor::Impl::allocate() {
+  const plan::Plan& pl = plan.plan();
+  for (const plan::Device* d : *pl.devices()) {
+    if (d->kind() != plan::DeviceKind::CPU) {
+      arenas.emplace_back();
+      continue;
+    }
+    auto m = HostMemory::allocate(d->arena_bytes(), "the activation arena");
+    if (!m.ok()) return err(plan.path(), ": ", m.error().message);
+    arenas.push_back(std::move(*m));
+  }
+  if (pl.buffers())
+    for (const plan::Buffer* b : *pl.buffers()) {
+      const plan::Device& dev = *pl.devices()->Get(uint32_t(b->device()));
+      if (dev.kind() != plan::DeviceKind::CPU)
+        return err(plan.path(), ": buffer '", b->name() ? printable(b->name()->string_view()) : "?", "' lives on ",
+                   device_name(dev), ": this runtime runs CPU plans only");
+      kern::Act a;
+      a.data = arenas[size_t(b->device())].data() + b->offset();
+      a.type = GgmlType(b->type());
+      a.cols = b->row_elems();
+      a.max_rows = b->max_rows();
+      buffers.push_back(a);
+      row_kinds.push_back(b->rows());
+    }
+
+  // KV caches: n_slots sequences of n_ctx tokens per layer.
+  if (pl.kv())
+    for (const plan::KvCache* c : *pl.kv()) {
+      kern::KvView v;
+      v.kind = c->kind() == plan::KvKind::MLA_LATENT ? kern::KvView::Kind::MlaLatent : kern::KvView::Kind::Kv;
+      v.type = GgmlType(c->type());
+      v.n_slots = options.n_slots;
+      v.n_ctx = n_ctx;
+      v.n_kv_heads = c->n_kv_heads();
+      v.k_cols = c->k_cols();
+      v.v_cols = c->v_cols();
+      const uint64_t rows = uint64_t(v.n_slots) * uint64_t(v.n_ctx);
+      const uint64_t k_bytes = rows * uint64_t(v.k_cols) * v.elem_bytes();
+      const uint64_t v_bytes = rows * uint64_t(v.v_cols) * v.elem_bytes();
+      auto m = HostMemory::allocate(k_bytes + v_bytes, "the KV cache of layer " + std::to_string(c->layer()));
+      if (!m.ok()) return err(plan.path(), ": ", m.error().message);
+      v.k = m->data();
+      v.v = m->data() + k_bytes;
+      kv_memory.push_back(std::move(*m));
+      kvs.push_back(v);
+    }
+  filled.assign(size_t(options.n_slots), 0);
+  return ok_status();
+}
+
+Status Executor::Impl::bind_calls() {
+  const plan::Plan& pl = plan.plan();
+  for (const plan::Phase* ph : *pl.phases()) {
+    BoundPhase bp;
+    bp.name = ph->name() ? ph->name()->str() : "";
+    bp.max_tokens = ph->max_tokens();
+    bp.logits = ph->logits();
+    if (plan.plan().buffers()->Get(uint32_t(bp.logits))->row_elems() != pl.model()->n_vocab())
+      return err(plan.path(), ": phase ", printable(bp.name), ": the logits buffer is not n_vocab wide");
+    if (ph->calls())
+      for (uint32_t ci = 0; ci < ph->calls()->size(); ++ci) {
+        const plan::Call& c = *ph->calls()->Get(ci);
+        BoundCall bc;
+        bc.name = c.kernel()->string_view();
+        kern::CallSpec spec;
+        spec.kernel = bc.name;
+        spec.path = c.path() ? c.path()->string_view() : "";
+        spec.layer = c.layer();
+        spec.rounding = options.rounding;
+        spec.impl = options.impl;
+        spec.params = read_params(c);
+        if (c.inputs())
+          for (int b : *c.inputs()) {
+            bc.in.push_back(b);
+            spec.in.push_back({buffers[size_t(b)].type, buffers[size_t(b)].cols, buffers[size_t(b)].max_rows});
+          }
+        if (c.outputs())
+          for (int b : *c.outputs()) {
+            bc.out.push_back(b);
+            spec.out.push_back({buffers[size_t(b)].type, buffers[size_t(b)].cols, buffers[size_t(b)].max_rows});
+          }
+        if (c.weights())
+          for (int w : *c.weights()) bc.weights.push_back(weights[size_t(w)]);
+        spec.weights = bc.weights;
+        bc.kv = c.kv();
+        bc.layer = c.layer();
+        if (bc.kv >= 0) spec.kv = &kvs[size_t(bc.kv)];
+        std::string error;
+        bc.kernel = kern::find_kernel(bc.name)->make(spec, &error);
+        if (!bc.kernel)
+          return err(plan.path(), ": ", printable(bp.name), " call ", ci, " (", printable(spec.path), ") ",
+                     printable(bc.name), ": ", error);
+        bc.in_acts.resize(bc.in.size());
+        bc.out_acts.resize(bc.out.size());
+        bp.calls.push_back(std::move(bc));
+      }
+    if (bp.name == "prefill") prefill = int(phases.size());
+    if (bp.name == "decode") decode = int(phases.size());
+    phases.push_back(std::move(bp));
+  }
+  if (prefill < 0 && decode < 0) return err(plan.path(), ": plan has neither a prefill nor a decode phase");
+  if (prefill < 0) prefill = decode;
+  if (decode < 0) decode = prefill;
+  return ok_status();
+}
+
+Status Executor::Impl::check_batch(const Batch& b, const BoundPhase& ph) const {
+  const int64_t n = int64_t(b.tokens.size());
+  if (n == 0) return err("forward: no tokens");
+  if (n > ph.max_tokens)
+    return err("forward: ", n, " tokens in one step, the plan's ", ph.name, " phase takes at most ", ph.max_tokens);
+  if (int64_t(b.pos.size()) != n || int64_t(b.slot.size()) != n)
+    return err("forward: tokens, positions and slots differ in length");
+  if (b.outputs.empty()) return err("forward: no output rows asked for");
+  const int64_t n_vocab = plan.plan().model()->n_vocab();
+  std::vector<int64_t> next(filled);  // each slot's next position as the step proceeds
+  std::vector<bool> seen(filled.size(), false), done(filled.size(), false);
+  int32_t prev_slot = -1;
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t t = b.tokens[size_t(i)], p = b.pos[size_t(i)], s = b.slot[size_t(i)];
+    if (t < 0 || t >= n_vocab) return err("forward: token ", t, " at index ", i, " is outside the vocabulary of ", n_vocab);
+    if (s < 0 || size_t(s) >= filled.size()) return err("forward: slot ", s, " at index ", i, " does not exist (", filled.size(), " slots)");
+    if (p < 0 || p >= n_ctx) return err("forward: position ", p, " is past the context of ", n_ctx, " tokens");
+    if (s != prev_slot) {
+      if (seen[size_t(s)]) return err("forward: the tokens of slot ", s, " are not consecutive in the step");
+      seen[size_t(s)] = true;
+      // A sequence continues where its cache ends, or rewinds into it.
+      if (p > next[size_t(s)])
+        return err("forward: position ", p, " in slot ", s, " skips positions: the cache holds ", next[size_t(s)]);
+    } else if (p != next[size_t(s)]) {
+      return err("forward: positions in slot ", s, " are not consecutive");
+    }
+    next[size_t(s)] = p + 1;
+    prev_slot = s;
+  }
+  for (size_t k = 0; k < b.outputs.size(); ++k) {
+    const int32_t o = b.outputs[k];
+    if (o < 0 || o >= n || (k > 0 && o <= b.outputs[k - 1]))
+      return err("forward: output rows must be increasing token indices below ", n);
+  }
+  return ok_status();
+}
+
+Executor::Executor(std::unique_ptr<Impl> impl) : p_(std::move(impl)) {}
+Executor::~Executor() = default;
+
+Result<std::unique_ptr<Executor>> Executor::load(const std::string& plan_path, const ExecOptions& options) {
+  auto plan = PlanFile::load(plan_path);
+  if (!plan.ok()) return plan.error();
+  auto gguf = GgufFile::open(plan->gguf_path());
+  if (!gguf.ok()) return err(plan_path, ": ", gguf.error().message);
+  KT_TRY(plan->check_gguf(*gguf));
+  auto p = std::make_unique<Impl>(std::move(*plan), std::move(*gguf), options);
+  const int64_t plan_ctx = p->plan.plan().model()->n_ctx();
+  if (options.n_ctx < 0 || options.n_ctx > plan_ctx)
+    return err(plan_path, ": --ctx ", options.n_ctx, " is beyond the ", plan_ctx,
+               " tokens the plan was compiled for (kt-compile --ctx)");
+  if (options.n_slots < 1 || options.n_slots > 4096) return err(plan_path, ": bad number of sequence slots ", options.n_slots);
+  p->n_ctx = options.n_ctx > 0 ? options.n_ctx : plan_ctx;
+  // Kernels first: a plan for another build (CUDA kernels on a CPU build) is
+  // named by what it lacks.
+  KT_TRY(p->plan.check_kernels([](std::string_view n) { return kern::find_kernel(n) != nullptr; }));
+  p->pool = std::make_unique<ThreadPool>(options.threads);
+  KT_TRY(p->bind_weights());
+  KT_TRY(p->allocate());
+  KT_TRY(p->bind_calls());
+  return std::unique_ptr<Executor>(new Executor(std::move(p)));
+}
+
+const plan::Plan& Executor::plan() const { return p_->plan.plan(); }
+const PlanFile& Executor::plan_file() const { return p_->plan; }
+const GgufFile& Executor::gguf() const { return p_->gguf; }
+int64_t Executor::n_vocab() const { return plan().model()->n_vocab(); }
+int64_t Executor::n_ctx() const { return p_->n_ctx; }
+int Executor::n_slots() const { return p_->options.n_slots; }
+int Executor::n_threads() const { return p_->pool->n_threads(); }
+int64_t Executor::max_tokens(PhaseKind phase) const {
+  return p_->phases[size_t(phase == PhaseKind::Prefill ? p_->prefill : p_->decode)].max_tokens;
+}
+void Executor::set_routing_hook(kern::RoutingHook* hook) { p_->routing = hook; }
+
+std::string Executor::kernel_summary() const {
+  std::map<std::string, std::map<std::string, int>> counts;
+  for (const BoundPhase& ph : p_->phases)
+    for (const BoundCall& c : ph.calls) ++counts[ph.name + " " + std::string(c.name)][std::string(c.kernel->impl())];
+  std::string s;
+  for (const auto& [name, impls] : counts) {
+    s += name + ":";
+    for (const auto& [impl, n] : impls) s += " " + impl + " x" + std::to_string(n);
+    s += "\n";
+  }
+  return s;
+}
+
+Result<std::span<const float>> Executor::forward(const Batch& batch, PhaseKind phase) {
+  Impl& p = *p_;
+  BoundPhase& ph = p.phases[size_t(phase == PhaseKind::Prefill ? p.prefill : p.decode)];
+  KT_TRY(p.check_batch(batch, ph));
+  const int64_t n = int64_t(batch.tokens.size()), n_out = int64_t(batch.outputs.size());
+  kern::Step step;
+  step.n_tokens = n;
+  step.tokens = batch.tokens.data();
+  step.pos = batch.pos.data();
+  step.slot = batch.slot.data();
+  step.n_outputs = n_out;
+  step.outputs = batch.outputs.data();
+  for (size_t b = 0; b < p.buffers.size(); ++b) p.buffers[b].rows = p.row_kinds[b] == plan::RowKind::OUTPUTS ? n_out : n;
+
+  for (BoundCall& c : ph.calls) {
+    for (size_t k = 0; k < c.in.size(); ++k) c.in_acts[k] = p.buffers[size_t(c.in[k])];
+    for (size_t k = 0; k < c.out.size(); ++k) c.out_acts[k] = p.buffers[size_t(c.out[k])];
+    kern::CallArgs a;
+    a.in = c.in_acts;
+    a.out = c.out_acts;
+    a.weights = c.weights;
+    a.kv = c.kv >= 0 ? &p.kvs[size_t(c.kv)] : nullptr;
+    a.step = &step;
+    a.par = p.pool.get();
+    a.routing = p.routing;
+    a.layer = c.layer;
+    c.kernel->run(a);
+  }
+  for (int64_t i = 0; i < n; ++i) p.filled[size_t(batch.slot[size_t(i)])] = batch.pos[size_t(i)] + 1;
+  const kern::Act& logits = p.buffers[size_t(ph.logits)];
+  return std::span<const float>(logits.f32(), size_t(n_out * logits.cols));
+}
+
+}  // namespace kt

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The e2e_plans ctest fixture: compiles a CPU-only plan for every reference
+# model found (../shared/models, else test/data's copies), deepseek2 ones
+# with MLA absorbed and decompressed, into OUT/<model>-<form>.ktp.
+# The KV cache is F32, as llama.cpp's non-absorbed MLA graph keeps the latent
+# in float (its F16 rounding of K and V is mirrored by the reference kernels).
+set -euo pipefail
+compile=$1 shared=$2 data=$3 out=$4
+models=$shared
+[ -f "$shared/index.json" ] || models=$data
+mkdir -p "$out"
+for f in "$models"/tiny-*.gguf; do
+  m=$(basename "$f" .gguf)
+  case $m in
+    tiny-ds*) forms="absorbed decompressed" ;;
+    *) forms="plain" ;;
+  esac
+  for form in $forms; do
+    mla=auto
+    [ "$form" = plain ] || mla=$form
+    "$compile" "$f" --gpu-mem 0 --kv-type f32 --mla "$mla" --ctx 512 -o "$out/$m-$form.ktp"
+  done
+done
+echo "compiled $(ls "$out"/*.ktp | wc -l) plans from $models"
