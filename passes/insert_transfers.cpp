@@ -17,6 +17,9 @@ namespace kt {
 namespace {
 
 bool is_cuda(llvm::StringRef device) { return device.starts_with("cuda"); }
+bool is_copy(llvm::StringRef kernel) {
+  return kernel == "cuda.upload" || kernel == "cuda.download" || kernel == "cuda.peer_copy";
+}
 
 // The copy kernel and the device that runs it: copies are driven by the GPU
 // side (its copy engines, on its stream), so the host never blocks on them.
@@ -40,6 +43,7 @@ class InsertTransfersPass : public impl::InsertTransfersBase<InsertTransfersPass
     std::map<std::string, std::string> mirrors;  // "name@device" -> mirror name
     llvm::SmallVector<exec::CallOp> calls(phase.getBody().front().getOps<exec::CallOp>());
     for (exec::CallOp call : calls) {
+      if (is_copy(call.getKernel())) continue;  // copies read across devices by design
       const std::string dev = call.getDevice().str();
       llvm::SmallVector<mlir::Attribute> inputs;
       bool changed = false;

@@ -79,6 +79,7 @@ class Lowering {
             llvm::ArrayRef<Value> out, llvm::ArrayRef<std::string> weights, llvm::ArrayRef<NamedAttribute> params,
             const std::string& kv = "");
   int64_t layer_of(ModuleInterface m) const;
+  void ensure_device(const std::string& device);
 
   // ---- the model's parts ----
   mlir::LogicalResult lower_phase(Phase& ph);
@@ -128,12 +129,32 @@ std::string Lowering::weight(ir::WeightAttr w, const std::string& device) {
   for (int64_t d : w.getShape()) elems *= uint64_t(d);
   const int64_t bytes = t ? int64_t(t->row_bytes(int64_t(elems))) : 0;
   const std::string sym = "w" + std::to_string(weights_.size());
+  ensure_device(device);
   mlir::OpBuilder::InsertionGuard g(b_);
   b_.setInsertionPoint(first_phase_);
   exec::WeightOp::create(b_, model_.getLoc(), sym, w.getName(), w.getType(), b_.getDenseI64ArrayAttr(w.getShape()),
                          device, "gguf", bytes);
   weights_[key] = sym;
   return sym;
+}
+
+void Lowering::ensure_device(const std::string& device) {
+  if (devices_.count(device)) return;
+  mlir::OpBuilder::InsertionGuard g(b_);
+  // Devices first, in the order calls first use them.
+  mlir::Operation* at = first_phase_;
+  for (mlir::Operation& op : plan_.getBody().front())
+    if (!llvm::isa<exec::DeviceOp>(op)) {
+      at = &op;
+      break;
+    }
+  b_.setInsertionPoint(at);
+  const bool cuda = kind_of(device) == "cuda";
+  int64_t index = 0;
+  if (cuda) (void)llvm::StringRef(device).split(':').second.getAsInteger(10, index);  // "cuda" alone: 0
+  exec::DeviceOp::create(b_, model_.getLoc(), device, kind_of(device), index, mlir::IntegerAttr(),
+                         mlir::IntegerAttr(), mlir::IntegerAttr());
+  devices_[device] = device;
 }
 
 int64_t Lowering::layer_of(ModuleInterface m) const {
@@ -145,15 +166,7 @@ int64_t Lowering::layer_of(ModuleInterface m) const {
 void Lowering::call(ModuleInterface m, llvm::StringRef op, const std::string& device, llvm::ArrayRef<Value> in,
                     llvm::ArrayRef<Value> out, llvm::ArrayRef<std::string> weights,
                     llvm::ArrayRef<NamedAttribute> params, const std::string& kv) {
-  if (!devices_.count(device)) {
-    mlir::OpBuilder::InsertionGuard g(b_);
-    b_.setInsertionPoint(first_phase_);
-    const bool cuda = kind_of(device) == "cuda";
-    const int64_t index = cuda ? std::stoll(device.substr(device.find(':') + 1)) : 0;
-    exec::DeviceOp::create(b_, model_.getLoc(), device, kind_of(device), index, mlir::IntegerAttr(),
-                           mlir::IntegerAttr(), mlir::IntegerAttr());
-    devices_[device] = device;
-  }
+  ensure_device(device);
   llvm::SmallVector<llvm::StringRef> ins, outs, ws;
   for (const Value& v : in) ins.push_back(v.name);
   for (const Value& v : out) outs.push_back(v.name);
@@ -230,6 +243,7 @@ std::string Lowering::kv_cache(ModuleInterface attn, int64_t layer, llvm::String
   auto it = kvs_.find(layer);
   if (it != kvs_.end()) return it->second.first;
   const std::string sym = "kv" + std::to_string(layer);
+  ensure_device(dev);
   mlir::OpBuilder::InsertionGuard g(b_);
   b_.setInsertionPoint(first_phase_);
   exec::KvCacheOp::create(b_, attn->getLoc(), sym, layer, dev, kind, heads, k_cols, v_cols, o_.kvType);

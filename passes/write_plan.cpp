@@ -12,6 +12,16 @@ namespace {
 using flatbuffers::FlatBufferBuilder;
 using flatbuffers::Offset;
 
+// Empty lists and strings are left out (absent), as FlatBuffers' object API
+// writes them, so a plan survives a JSON round trip byte for byte in meaning.
+template <class T>
+auto vec(FlatBufferBuilder& fb, const std::vector<T>& v) -> decltype(fb.CreateVector(v)) {
+  return v.empty() ? decltype(fb.CreateVector(v))() : fb.CreateVector(v);
+}
+Offset<flatbuffers::String> str(FlatBufferBuilder& fb, const std::string& s) {
+  return s.empty() ? Offset<flatbuffers::String>() : fb.CreateString(s);
+}
+
 Offset<plan::Param> param(FlatBufferBuilder& fb, llvm::StringRef key, mlir::Attribute v) {
   int64_t i = 0;
   double f = 0;
@@ -47,7 +57,7 @@ Offset<flatbuffers::Vector<Offset<plan::Param>>> params(FlatBufferBuilder& fb, m
   std::vector<Offset<plan::Param>> ps;
   if (d)
     for (const mlir::NamedAttribute& a : d) ps.push_back(param(fb, a.getName().getValue(), a.getValue()));
-  return fb.CreateVector(ps);
+  return vec(fb, ps);
 }
 
 uint32_t type_id(llvm::StringRef name) {
@@ -137,14 +147,14 @@ Result<std::vector<uint8_t>> write_plan(exec::PlanOp pl, const std::string& prod
         if (it == kv_index.end()) return err("plan: KV cache '", k->str(), "' is not declared");
         kv = it->second;
       }
-      calls.push_back(plan::CreateCall(fb, fb.CreateString(c.getKernel().str()), *d, fb.CreateVector(*in),
-                                       fb.CreateVector(*out), fb.CreateVector(*ws), params(fb, c.getParams()),
+      calls.push_back(plan::CreateCall(fb, fb.CreateString(c.getKernel().str()), *d, vec(fb, *in), vec(fb, *out),
+                                       vec(fb, *ws), params(fb, c.getParams()),
                                        int(c.getLayer()), kv, fb.CreateString(c.getPath().str())));
     }
     auto logits = b_index.find(ph.getLogits().str());
     if (logits == b_index.end()) return err("plan: phase ", ph.getSymName().str(), " has no logits buffer");
     phases.push_back(plan::CreatePhase(fb, fb.CreateString(ph.getSymName().str()), ph.getMaxTokens(),
-                                       fb.CreateVector(calls), logits->second));
+                                       vec(fb, calls), logits->second));
   }
 
   const uint64_t fingerprint = std::stoull(pl.getGgufFingerprint().str(), nullptr, 16);
@@ -152,9 +162,9 @@ Result<std::vector<uint8_t>> write_plan(exec::PlanOp pl, const std::string& prod
   auto model = plan::CreateModel(fb, fb.CreateString(pl.getArch().str()), pl.getNVocab(), pl.getNLayer(),
                                  pl.getNCtx(), params(fb, pl.getHparams()));
   auto root = plan::CreatePlan(fb, kPlanSchemaVersion, fb.CreateString(producer), gguf, model,
-                               fb.CreateVector(devices), fb.CreateVector(weights), fb.CreateVector(buffers),
-                               fb.CreateVector(kvs), fb.CreateVector(phases),
-                               fb.CreateString(pl.getChatTemplate().str()), params(fb, pl.getOptions()));
+                               vec(fb, devices), vec(fb, weights), vec(fb, buffers), vec(fb, kvs),
+                               vec(fb, phases),
+                               str(fb, pl.getChatTemplate().str()), params(fb, pl.getOptions()));
   plan::FinishSizePrefixedPlanBuffer(fb, root);
   return std::vector<uint8_t>(fb.GetBufferPointer(), fb.GetBufferPointer() + fb.GetSize());
 }
