@@ -26,7 +26,9 @@ namespace fs = std::filesystem;
 using kt::ReferenceModel;
 using kt::ReferenceModelOptions;
 
-const fs::path kModels = KT_SHARED_MODELS_DIR;
+// The full reference set beside the checkout, else test/data's copies (four models).
+const fs::path kModels = fs::exists(fs::path(KT_SHARED_MODELS_DIR) / "index.json") ? fs::path(KT_SHARED_MODELS_DIR)
+                                                                                   : fs::path(KT_TEST_DATA_DIR);
 
 using kt::test::rel_l2;
 
