@@ -43,7 +43,8 @@ struct Act {
   float* row(int64_t r) const { return f32() + r * cols; }
 };
 
-// A weight tensor as bound on the call's device: ggml order (ne[0] fastest),
+// A weight tensor as bound on the call's device (a device pointer for GPU
+// calls; what a CPU factory may read at bind is then `host`): ggml order (ne[0] fastest),
 // nb[i] the byte stride of dimension i (nb[0] is the type size; rows of a
 // block type are nb[1] apart). Expert tensors are [n_in, n_out, n_expert].
 struct WeightView {
@@ -52,6 +53,7 @@ struct WeightView {
   int64_t ne[4] = {1, 1, 1, 1};
   uint64_t nb[4] = {0, 0, 0, 0};
   std::string_view name;  // the GGUF tensor, for messages
+  const void* host = nullptr;  // the same bytes in host memory (the GGUF mapping)
 
   int64_t n_in() const { return ne[0]; }
   int64_t n_out() const { return ne[1]; }
@@ -179,6 +181,7 @@ struct CallSpec {
   const KvView* kv = nullptr;  // the layer's cache (shape; data valid) or null
   Rounding rounding = Rounding::GgmlCpu;
   Impl impl = Impl::Fast;
+  int device = -1;  // the CUDA ordinal of a GPU call; -1 on the CPU
 
   const Param* find(std::string_view key) const;
 };
@@ -193,6 +196,9 @@ struct CallArgs {
   Parallel* par = nullptr;
   RoutingHook* routing = nullptr;  // may be null
   int layer = -1;
+  // GPU calls: the device's queue (a cudaStream_t) the kernel launches on,
+  // asynchronously; data pointers are device pointers. Null on the CPU.
+  void* queue = nullptr;
 };
 
 class Kernel {
@@ -203,6 +209,14 @@ class Kernel {
   virtual void run(const CallArgs& a) = 0;
   // "avx512-vnni", "reference", ...: what bind chose, for --verbose and benchmarks.
   virtual std::string_view impl() const { return "reference"; }
+  // Copies between devices, the only calls whose buffers live on two devices.
+  // They run after run() returns, on the queue: an upload reads its input's
+  // host bytes later, a download writes its output's host bytes later, so the
+  // runtime keeps CPU calls off those bytes until the copy's event (without
+  // waiting for the whole queue); a peer copy reads another GPU's buffer, so
+  // the runtime first lets that GPU's queue finish.
+  enum class Transfer { None, Upload, Download, Peer };
+  virtual Transfer transfer() const { return Transfer::None; }
 };
 
 // Binds a call: returns the kernel object, or sets *error to one line (without

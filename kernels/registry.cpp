@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/device.h"
 #ifdef KT_WITH_CUDA
 #include "kernels/cuda/cuda_kernels.h"
 #endif
@@ -35,5 +36,13 @@ const KernelEntry* find_kernel(std::string_view name) {
 }
 
 std::span<const KernelEntry> all_kernels() { return table(); }
+
+DeviceApi* find_device_api(std::string_view kind) {
+#ifdef KT_WITH_CUDA
+  if (kind == "cuda") return cuda_device_api();
+#endif
+  (void)kind;
+  return nullptr;
+}
 
 }  // namespace kt::kern

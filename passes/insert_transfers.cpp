@@ -1,8 +1,11 @@
 // kt-insert-transfers: explicit copies between devices. The lowering puts each
 // buffer on the device of the call that writes it; a call on another device
 // reads a mirror on its own device instead, filled by a copy call inserted
-// just before its first reader. Buffers are written once (SSA), so one copy
-// per buffer and device serves every later reader.
+// right after the call that writes the buffer: as early as the data exists,
+// so the copy runs while the producing device goes on with other work (the
+// CPU's routed experts get their inputs while the GPU still computes the
+// shared expert). Buffers are written once (SSA), so one copy per buffer and
+// device serves every later reader.
 #include <map>
 #include <string>
 
@@ -42,6 +45,11 @@ class InsertTransfersPass : public impl::InsertTransfersBase<InsertTransfersPass
     for (auto buf : phase.getBody().front().getOps<exec::BufferOp>()) buffers[buf.getSymName().str()] = buf;
     std::map<std::string, std::string> mirrors;  // "name@device" -> mirror name
     llvm::SmallVector<exec::CallOp> calls(phase.getBody().front().getOps<exec::CallOp>());
+    std::map<std::string, mlir::Operation*> producer;  // buffer -> the call that writes it
+    for (exec::CallOp c : calls)
+      for (mlir::Attribute a : c.getOutputs()) producer.emplace(llvm::cast<mlir::StringAttr>(a).str(), c);
+    // Copies after one producer keep the order they were made in.
+    std::map<mlir::Operation*, mlir::Operation*> last_copy_after;
     for (exec::CallOp call : calls) {
       if (is_copy(call.getKernel())) continue;  // copies read across devices by design
       const std::string dev = call.getDevice().str();
@@ -62,10 +70,17 @@ class InsertTransfersPass : public impl::InsertTransfersBase<InsertTransfersPass
           exec::BufferOp::create(b, src.getLoc(), key, dev, src.getType(), src.getCols(), src.getRows(),
                                  mlir::IntegerAttr());
           const auto [kernel, on] = copy_kernel(src.getDevice(), dev);
-          b.setInsertionPoint(call);
-          exec::CallOp::create(b, call.getLoc(), kernel, on, b.getStrArrayAttr({name}), b.getStrArrayAttr({key}),
-                               b.getStrArrayAttr({}), mlir::StringAttr(), b.getDictionaryAttr({}), call.getLayer(),
-                               call.getPath());
+          auto prod = producer.find(name);
+          if (prod == producer.end()) {
+            b.setInsertionPoint(call);
+          } else {
+            mlir::Operation*& after = last_copy_after[prod->second];
+            b.setInsertionPointAfter(after ? after : prod->second);
+          }
+          auto copy = exec::CallOp::create(b, call.getLoc(), kernel, on, b.getStrArrayAttr({name}),
+                                           b.getStrArrayAttr({key}), b.getStrArrayAttr({}), mlir::StringAttr(),
+                                           b.getDictionaryAttr({}), call.getLayer(), call.getPath());
+          if (prod != producer.end()) last_copy_after[prod->second] = copy;
           m = mirrors.emplace(key, key).first;
         }
         inputs.push_back(b.getStringAttr(m->second));

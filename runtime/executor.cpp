@@ -6,6 +6,7 @@
 #include <map>
 #include <utility>
 
+#include "kernels/device.h"
 #include "kernels/registry.h"
 #include "runtime/thread_pool.h"
 
@@ -52,6 +53,8 @@ struct BoundCall {
   std::vector<kern::WeightView> weights;
   int kv = -1;
   int layer = -1;
+  int device = 0;
+  kern::Kernel::Transfer transfer = kern::Kernel::Transfer::None;
 };
 
 struct BoundPhase {
@@ -95,15 +98,53 @@ Batch Batch::sequence(std::span<const int32_t> tokens, int32_t pos0, int32_t slo
   return b;
 }
 
+// A plan device as the runtime holds it: the CPU (api null) or a GPU through
+// its DeviceApi, with its queue and the device memory it owns.
+struct DeviceState {
+  std::string name;  // "cpu", "cuda:0"
+  kern::DeviceApi* api = nullptr;
+  int index = 0;
+  void* queue = nullptr;
+  std::vector<void*> owned;  // device allocations, freed at unload
+  uint8_t* arena = nullptr;  // activation arena (host or device memory)
+  HostMemory host_arena;
+  kern::DeviceApi* pinned_by = nullptr;  // the GPU API that pinned host_arena
+
+  ~DeviceState() {
+    if (pinned_by) pinned_by->unpin(arena);
+    if (!api) return;
+    std::string e;
+    if (queue) {
+      (void)api->sync(queue, &e);
+      api->destroy_queue(index, queue);
+    }
+    for (void* p : owned) api->free(index, p);
+  }
+};
+
+// Host bytes an asynchronous copy will still read or write: CPU calls touching
+// them wait for its event first.
+struct PendingCopy {
+  const uint8_t* begin;
+  const uint8_t* end;
+  bool writes;  // a download (host bytes written) rather than an upload (read)
+  kern::DeviceApi* api;
+  void* event;
+};
+
 struct Executor::Impl {
   Impl(PlanFile p, GgufFile g, ExecOptions o) : plan(std::move(p)), gguf(std::move(g)), options(o) {}
+  ~Impl() {
+    std::string e;
+    for (PendingCopy& c : pending) c.api->release_event(c.event);
+  }
   PlanFile plan;
   GgufFile gguf;
   ExecOptions options;
   std::unique_ptr<ThreadPool> pool;
   int64_t n_ctx = 0;
+  std::vector<std::unique_ptr<DeviceState>> devices;
   std::vector<kern::WeightView> weights;
-  std::vector<HostMemory> arenas;  // per device (CPU only)
   std::vector<kern::Act> buffers;
   std::vector<plan::RowKind> row_kinds;
   std::vector<HostMemory> kv_memory;
@@ -112,12 +153,69 @@ struct Executor::Impl {
   std::vector<BoundPhase> phases;
   int prefill = -1, decode = -1;  // indices into phases
   kern::RoutingHook* routing = nullptr;
+  std::vector<int> buffer_device;  // per buffer
+  std::vector<int> kv_device;      // per KV cache
+  std::vector<PendingCopy> pending;
 
+  Status open_devices();
+  Status check_device_memory() const;
   Status bind_weights();
   Status allocate();
   Status bind_calls();
   Status check_batch(const Batch& b, const BoundPhase& ph) const;
+  // Waits for the copies still touching host bytes a CPU call reads or writes.
+  Status settle_host(const BoundCall& c, bool all);
+  uint64_t buffer_bytes(int b) const;
 };
+
+Status Executor::Impl::open_devices() {
+  const plan::Plan& pl = plan.plan();
+  for (const plan::Device* d : *pl.devices()) {
+    auto st = std::make_unique<DeviceState>();
+    st->index = d->index();
+    st->name = device_name(*d);
+    if (d->kind() == plan::DeviceKind::CUDA) {
+      st->api = kern::find_device_api("cuda");
+      if (!st->api)
+        return err(plan.path(), ": the plan runs on ", st->name,
+                   ", and this build of kt has no CUDA support (compile the plan with --gpu-mem 0 for the CPU)");
+      if (st->index < 0 || st->index >= st->api->count())
+        return err(plan.path(), ": the plan runs on ", st->name, ", and this machine has ", st->api->count(),
+                   " CUDA device(s)");
+      std::string e;
+      st->queue = st->api->create_queue(st->index, &e);
+      if (!st->queue) return err(plan.path(), ": ", st->name, ": ", e);
+    }
+    devices.push_back(std::move(st));
+  }
+  return ok_status();
+}
+
+// Before anything is allocated: does each GPU have room for what the plan
+// puts there? One line with the figures and what to change.
+Status Executor::Impl::check_device_memory() const {
+  const plan::Plan& pl = plan.plan();
+  for (uint32_t i = 0; i < pl.devices()->size(); ++i) {
+    const DeviceState& st = *devices[i];
+    if (!st.api) continue;
+    const plan::Device& d = *pl.devices()->Get(i);
+    const uint64_t kv = d.kv_bytes_per_token() * uint64_t(n_ctx) * uint64_t(options.n_slots);
+    const uint64_t need = d.weight_bytes() + d.arena_bytes() + kv;
+    uint64_t free_bytes = 0, total = 0;
+    if (!st.api->mem_info(st.index, &free_bytes, &total)) continue;
+    // Leave room for the CUDA context, cuBLAS workspaces and fragmentation.
+    const uint64_t reserve = 512ull << 20;
+    if (need + reserve > free_bytes) {
+      auto gib = [](uint64_t b) { return std::to_string(double(b) / double(1ull << 30)).substr(0, 5) + " GiB"; };
+      const uint64_t room = free_bytes > reserve + kv + d.arena_bytes() ? free_bytes - reserve - kv - d.arena_bytes() : 0;
+      return err(plan.path(), ": ", st.name, " has ", gib(free_bytes), " free, the plan needs ", gib(need),
+                 " (weights ", gib(d.weight_bytes()), ", KV cache ", gib(kv), " for ", options.n_slots, " x ", n_ctx,
+                 " tokens, activations ", gib(d.arena_bytes()), "): recompile with --gpu-mem ", room >> 20,
+                 "MiB or lower --ctx");
+    }
+  }
+  return ok_status();
+}
 
 Status Executor::Impl::bind_weights() {
   const plan::Plan& pl = plan.plan();
@@ -135,15 +233,12 @@ Status Executor::Impl::bind_weights() {
         return err(plan.path(), ": weight '", printable(name), "' has shape ", t->shape_string(), " in ",
                    gguf.path(), ", the plan expects another");
     }
-    const plan::Device& dev = *pl.devices()->Get(uint32_t(w->device()));
-    if (dev.kind() != plan::DeviceKind::CPU)
-      return err(plan.path(), ": weight '", printable(name), "' lives on ", device_name(dev),
-                 ": this runtime runs CPU plans only (compile with --gpu-mem 0 or rules/cpu-only.yaml)");
     const std::string_view layout = w->layout() ? w->layout()->string_view() : "gguf";
     if (layout != "gguf")
       return err(plan.path(), ": weight '", printable(name), "': layout '", printable(layout), "' is unknown");
     kern::WeightView v;
     v.data = t->data;
+    v.host = t->data;
     v.type = t->type;
     v.name = w->tensor()->string_view();
     const TypeTraits& tt = type_traits(t->type);
@@ -152,6 +247,17 @@ Status Executor::Impl::bind_weights() {
     v.nb[1] = tt.row_bytes(t->ne[0]);
     v.nb[2] = v.nb[1] * uint64_t(t->ne[1]);
     v.nb[3] = v.nb[2] * uint64_t(t->ne[2]);
+    DeviceState& dev = *devices[size_t(w->device())];
+    if (dev.api) {
+      // Uploaded once; the mapping stays the host copy factories may read.
+      std::string e;
+      void* p = dev.api->alloc(dev.index, t->nbytes, &e);
+      if (!p) return err(plan.path(), ": weight '", printable(name), "' on ", dev.name, ": ", e);
+      dev.owned.push_back(p);
+      if (!dev.api->copy(p, t->data, t->nbytes, nullptr, &e))
+        return err(plan.path(), ": weight '", printable(name), "' on ", dev.name, ": ", e);
+      v.data = p;
+    }
     weights.push_back(v);
   }
   return ok_status();
@@ -159,31 +265,46 @@ Status Executor::Impl::bind_weights() {
 
 Status Executor::Impl::allocate() {
   const plan::Plan& pl = plan.plan();
-  for (const plan::Device* d : *pl.devices()) {
-    if (d->kind() != plan::DeviceKind::CPU) {
-      arenas.emplace_back();
+  const bool any_gpu = std::any_of(devices.begin(), devices.end(), [](const auto& d) { return d->api != nullptr; });
+  for (uint32_t i = 0; i < pl.devices()->size(); ++i) {
+    DeviceState& st = *devices[i];
+    const uint64_t bytes = pl.devices()->Get(i)->arena_bytes();
+    std::string e;
+    if (st.api) {
+      if (bytes == 0) continue;
+      void* p = st.api->alloc(st.index, bytes, &e);
+      if (!p) return err(plan.path(), ": ", st.name, ": the activation arena: ", e);
+      st.owned.push_back(p);
+      st.arena = static_cast<uint8_t*>(p);
       continue;
     }
-    auto m = HostMemory::allocate(d->arena_bytes(), "the activation arena");
+    auto m = HostMemory::allocate(bytes, "the activation arena");
     if (!m.ok()) return err(plan.path(), ": ", m.error().message);
-    arenas.push_back(std::move(*m));
+    st.host_arena = std::move(*m);
+    st.arena = st.host_arena.data();
+    // Copies between this arena and a GPU run asynchronously only from pinned memory.
+    if (any_gpu && bytes > 0) {
+      for (auto& d : devices)
+        if (d->api) {
+          if (!d->api->pin(st.arena, bytes, &e)) return err(plan.path(), ": pinning the host arena: ", e);
+          st.pinned_by = d->api;
+          break;
+        }
+    }
   }
   if (pl.buffers())
     for (const plan::Buffer* b : *pl.buffers()) {
-      const plan::Device& dev = *pl.devices()->Get(uint32_t(b->device()));
-      if (dev.kind() != plan::DeviceKind::CPU)
-        return err(plan.path(), ": buffer '", b->name() ? printable(b->name()->string_view()) : "?", "' lives on ",
-                   device_name(dev), ": this runtime runs CPU plans only");
       kern::Act a;
-      a.data = arenas[size_t(b->device())].data() + b->offset();
+      a.data = devices[size_t(b->device())]->arena + b->offset();
       a.type = GgmlType(b->type());
       a.cols = b->row_elems();
       a.max_rows = b->max_rows();
       buffers.push_back(a);
       row_kinds.push_back(b->rows());
+      buffer_device.push_back(b->device());
     }
 
-  // KV caches: n_slots sequences of n_ctx tokens per layer.
+  // KV caches: n_slots sequences of n_ctx tokens per layer, on its device.
   if (pl.kv())
     for (const plan::KvCache* c : *pl.kv()) {
       kern::KvView v;
@@ -197,14 +318,65 @@ Status Executor::Impl::allocate() {
       const uint64_t rows = uint64_t(v.n_slots) * uint64_t(v.n_ctx);
       const uint64_t k_bytes = rows * uint64_t(v.k_cols) * v.elem_bytes();
       const uint64_t v_bytes = rows * uint64_t(v.v_cols) * v.elem_bytes();
-      auto m = HostMemory::allocate(k_bytes + v_bytes, "the KV cache of layer " + std::to_string(c->layer()));
-      if (!m.ok()) return err(plan.path(), ": ", m.error().message);
-      v.k = m->data();
-      v.v = m->data() + k_bytes;
-      kv_memory.push_back(std::move(*m));
+      const std::string what = "the KV cache of layer " + std::to_string(c->layer());
+      DeviceState& dev = *devices[size_t(c->device())];
+      uint8_t* base = nullptr;
+      if (dev.api) {
+        std::string e;
+        void* p = dev.api->alloc(dev.index, k_bytes + v_bytes, &e);
+        if (!p) return err(plan.path(), ": ", dev.name, ": ", what, ": ", e);
+        dev.owned.push_back(p);
+        if (!dev.api->memset_zero(dev.index, p, k_bytes + v_bytes, &e)) return err(plan.path(), ": ", what, ": ", e);
+        base = static_cast<uint8_t*>(p);
+      } else {
+        auto m = HostMemory::allocate(k_bytes + v_bytes, what);
+        if (!m.ok()) return err(plan.path(), ": ", m.error().message);
+        base = m->data();
+        kv_memory.push_back(std::move(*m));
+      }
+      v.k = base;
+      v.v = base + k_bytes;
       kvs.push_back(v);
+      kv_device.push_back(c->device());
     }
   filled.assign(size_t(options.n_slots), 0);
+  return ok_status();
+}
+
+uint64_t Executor::Impl::buffer_bytes(int b) const {
+  const kern::Act& a = buffers[size_t(b)];
+  return uint64_t(a.max_rows) * uint64_t(a.cols) * type_traits(a.type).type_size;
+}
+
+Status Executor::Impl::settle_host(const BoundCall& c, bool all) {
+  if (pending.empty()) return ok_status();
+  auto touches = [&](const PendingCopy& p) {
+    if (all) return true;
+    auto overlaps = [&](int b, bool writing) {
+      const auto* lo = static_cast<const uint8_t*>(buffers[size_t(b)].data);
+      const auto* hi = lo + buffer_bytes(b);
+      // Reading waits for pending writes; writing waits for every pending copy.
+      return (writing || p.writes) && lo < p.end && p.begin < hi;
+    };
+    for (int b : c.in)
+      if (overlaps(b, false)) return true;
+    for (int b : c.out)
+      if (overlaps(b, true)) return true;
+    return false;
+  };
+  std::string e;
+  for (size_t i = 0; i < pending.size();) {
+    PendingCopy& p = pending[i];
+    if (p.api->event_done(p.event) || touches(p)) {
+      const bool ok = p.api->wait_event(p.event, &e);
+      p.api->release_event(p.event);
+      pending[i] = pending.back();
+      pending.pop_back();
+      if (!ok) return err(plan.path(), ": ", e);
+      continue;
+    }
+    ++i;
+  }
   return ok_status();
 }
 
@@ -228,6 +400,8 @@ Status Executor::Impl::bind_calls() {
         spec.layer = c.layer();
         spec.rounding = options.rounding;
         spec.impl = options.impl;
+        const DeviceState& dev = *devices[size_t(c.device())];
+        spec.device = dev.api ? dev.index : -1;
         spec.params = read_params(c);
         if (c.inputs())
           for (int b : *c.inputs()) {
@@ -244,12 +418,27 @@ Status Executor::Impl::bind_calls() {
         spec.weights = bc.weights;
         bc.kv = c.kv();
         bc.layer = c.layer();
-        if (bc.kv >= 0) spec.kv = &kvs[size_t(bc.kv)];
+        bc.device = c.device();
+        if (bc.kv >= 0) {
+          if (kv_device[size_t(bc.kv)] != bc.device)
+            return err(plan.path(), ": ", printable(bp.name), " call ", ci, " (", printable(spec.path), ") runs on ",
+                       dev.name, " but its KV cache lives on ", devices[size_t(kv_device[size_t(bc.kv)])]->name);
+          spec.kv = &kvs[size_t(bc.kv)];
+        }
         std::string error;
         bc.kernel = kern::find_kernel(bc.name)->make(spec, &error);
         if (!bc.kernel)
           return err(plan.path(), ": ", printable(bp.name), " call ", ci, " (", printable(spec.path), ") ",
                      printable(bc.name), ": ", error);
+        // Everything a call touches lives on its device, but for copies.
+        bc.transfer = bc.kernel->transfer();
+        if (bc.transfer == kern::Kernel::Transfer::None)
+          for (const std::vector<int>* list : {&bc.in, &bc.out})
+            for (int b : *list)
+              if (buffer_device[size_t(b)] != bc.device)
+                return err(plan.path(), ": ", printable(bp.name), " call ", ci, " (", printable(spec.path), ") runs on ",
+                           dev.name, " but buffer '", printable(pl.buffers()->Get(uint32_t(b))->name()->string_view()),
+                           "' lives on ", devices[size_t(buffer_device[size_t(b)])]->name);
         bc.in_acts.resize(bc.in.size());
         bc.out_acts.resize(bc.out.size());
         bp.calls.push_back(std::move(bc));
@@ -321,6 +510,8 @@ Result<std::unique_ptr<Executor>> Executor::load(const std::string& plan_path, c
   // named by what it lacks.
   KT_TRY(p->plan.check_kernels([](std::string_view n) { return kern::find_kernel(n) != nullptr; }));
   p->pool = std::make_unique<ThreadPool>(options.threads);
+  KT_TRY(p->open_devices());
+  KT_TRY(p->check_device_memory());
   KT_TRY(p->bind_weights());
   KT_TRY(p->allocate());
   KT_TRY(p->bind_calls());
@@ -369,6 +560,14 @@ Result<std::span<const float>> Executor::forward(const Batch& batch, PhaseKind p
   for (BoundCall& c : ph.calls) {
     for (size_t k = 0; k < c.in.size(); ++k) c.in_acts[k] = p.buffers[size_t(c.in[k])];
     for (size_t k = 0; k < c.out.size(); ++k) c.out_acts[k] = p.buffers[size_t(c.out[k])];
+    DeviceState& dev = *p.devices[size_t(c.device)];
+    if (!dev.api) KT_TRY(p.settle_host(c, false));
+    if (c.transfer == kern::Kernel::Transfer::Peer)  // the source GPU's work first
+      for (int b : c.in) {
+        DeviceState& src = *p.devices[size_t(p.buffer_device[size_t(b)])];
+        std::string e;
+        if (src.api && src.queue != dev.queue && !src.api->sync(src.queue, &e)) return err(p.plan.path(), ": ", e);
+      }
     kern::CallArgs a;
     a.in = c.in_acts;
     a.out = c.out_acts;
@@ -378,8 +577,24 @@ Result<std::span<const float>> Executor::forward(const Batch& batch, PhaseKind p
     a.par = p.pool.get();
     a.routing = p.routing;
     a.layer = c.layer;
+    a.queue = dev.queue;
     c.kernel->run(a);
+    if (c.transfer == kern::Kernel::Transfer::Upload || c.transfer == kern::Kernel::Transfer::Download) {
+      const bool down = c.transfer == kern::Kernel::Transfer::Download;
+      const int b = down ? c.out[0] : c.in[0];
+      std::string e;
+      void* ev = dev.api->record_event(dev.queue, &e);
+      if (!ev) return err(p.plan.path(), ": ", e);
+      const auto* lo = static_cast<const uint8_t*>(p.buffers[size_t(b)].data);
+      p.pending.push_back(PendingCopy{lo, lo + p.buffer_bytes(b), down, dev.api, ev});
+    }
   }
+  // The logits (and every copy) are complete before the host reads them.
+  for (auto& d : p.devices) {
+    std::string e;
+    if (d->api && !d->api->sync(d->queue, &e)) return err(p.plan.path(), ": ", e);
+  }
+  KT_TRY(p.settle_host(BoundCall{}, true));
   for (int64_t i = 0; i < n; ++i) p.filled[size_t(batch.slot[size_t(i)])] = batch.pos[size_t(i)] + 1;
   const kern::Act& logits = p.buffers[size_t(ph.logits)];
   return std::span<const float>(logits.f32(), size_t(n_out * logits.cols));

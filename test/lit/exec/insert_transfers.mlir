@@ -31,17 +31,18 @@ kt_exec.plan "deepseek2" gguf "m.gguf" attributes {chat_template = "", gguf_fing
 // CHECK: kt_exec.buffer "s@cuda:1" on "cuda:1"
 // CHECK: kt_exec.buffer "logits@cpu" on "cpu"
 // CHECK: kt_exec.call "cpu.embed"
-// The host's embedding goes up to the GPU once, before its first reader...
+// Each copy right after the call that writes its source, as early as the data
+// exists: the host's embedding goes up to the GPU once...
 // CHECK-NEXT: kt_exec.call "cuda.upload" on "cuda:0" ["x"] -> ["x@cuda:0"]
 // CHECK-NEXT: kt_exec.call "cuda.rms_norm" on "cuda:0" ["x@cuda:0"] -> ["h"]
 // ... the GPU's activations come down for the CPU experts (read twice, copied once) ...
 // CHECK-NEXT: kt_exec.call "cuda.download" on "cuda:0" ["h"] -> ["h@cpu"]
 // CHECK-NEXT: kt_exec.call "cpu.moe_experts" on "cpu" ["h@cpu", "h@cpu"] -> ["e"]
+// CHECK-NEXT: kt_exec.call "cuda.upload" on "cuda:1" ["e"] -> ["e@cuda:1"]
 // ... and the second reader of x on cuda:0 reuses the copy.
 // CHECK-NEXT: kt_exec.call "cuda.silu_mul" on "cuda:0" ["h", "x@cuda:0"] -> ["s"]
 // Between GPUs: a peer copy run by the receiving GPU.
 // CHECK-NEXT: kt_exec.call "cuda.peer_copy" on "cuda:1" ["s"] -> ["s@cuda:1"]
-// CHECK-NEXT: kt_exec.call "cuda.upload" on "cuda:1" ["e"] -> ["e@cuda:1"]
 // CHECK-NEXT: kt_exec.call "cuda.add" on "cuda:1" ["s@cuda:1", "e@cuda:1"] -> ["y"]
 // CHECK-NEXT: kt_exec.call "cuda.matmul" on "cuda:1" ["y"] -> ["logits"]
 // CHECK-NEXT: kt_exec.call "cuda.download" on "cuda:1" ["logits"] -> ["logits@cpu"]

@@ -1,0 +1,55 @@
+// A device's memory, queues and copies, behind the smallest interface the
+// runtime needs (IREE's HAL in miniature). The CPU needs none of it; the CUDA
+// kernels library provides one ("cuda", kernels/cuda/cuda_device.cu) and the
+// registry hands it out (find_device_api), so the runtime never includes a
+// CUDA header and a CPU-only build simply has no "cuda" device.
+//
+// Errors: calls that can fail return false and set *error to one line.
+// Queues are in-order (a CUDA stream); copies and kernels on one queue run in
+// the order they were issued; events let the host wait for a point in a queue.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace kt::kern {
+
+class DeviceApi {
+ public:
+  virtual ~DeviceApi() = default;
+  virtual std::string_view kind() const = 0;  // "cuda"
+  // Devices present (0 without a driver or a GPU); their names ("NVIDIA H100 80GB HBM3").
+  virtual int count() const = 0;
+  virtual std::string name(int index) const = 0;
+  virtual bool mem_info(int index, uint64_t* free_bytes, uint64_t* total_bytes) const = 0;
+
+  // Device memory. alloc returns null and sets *error (with the bytes asked
+  // and the bytes free) when the device cannot provide it.
+  virtual void* alloc(int index, uint64_t bytes, std::string* error) = 0;
+  virtual void free(int index, void* p) = 0;
+  virtual bool memset_zero(int index, void* p, uint64_t bytes, std::string* error) = 0;
+
+  // Host memory the device may copy to and from asynchronously (pinned).
+  virtual bool pin(void* p, uint64_t bytes, std::string* error) = 0;
+  virtual void unpin(void* p) = 0;
+
+  virtual void* create_queue(int index, std::string* error) = 0;
+  virtual void destroy_queue(int index, void* queue) = 0;
+  // Blocks the host until everything issued on the queue has run.
+  virtual bool sync(void* queue, std::string* error) = 0;
+  // Asynchronous on the queue: host -> device, device -> host, device -> device
+  // (also between devices). Synchronous (queue null): returns when done.
+  virtual bool copy(void* dst, const void* src, uint64_t bytes, void* queue, std::string* error) = 0;
+
+  // A point in a queue the host can wait for.
+  virtual void* record_event(void* queue, std::string* error) = 0;
+  virtual bool event_done(void* event) = 0;  // without blocking
+  virtual bool wait_event(void* event, std::string* error) = 0;
+  virtual void release_event(void* event) = 0;
+};
+
+// The API of a device kind ("cuda"), or null when this build has none.
+DeviceApi* find_device_api(std::string_view kind);
+
+}  // namespace kt::kern
