@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <utility>
 
@@ -156,6 +157,12 @@ struct Executor::Impl {
   std::vector<int> buffer_device;  // per buffer
   std::vector<int> kv_device;      // per KV cache
   std::vector<PendingCopy> pending;
+  bool profiling = false;
+  struct KernelTime {
+    double seconds = 0;
+    uint64_t calls = 0;
+  };
+  std::map<std::string, KernelTime> profile;  // "phase kernel (impl)"
 
   Status open_devices();
   Status check_device_memory() const;
@@ -529,6 +536,22 @@ int64_t Executor::max_tokens(PhaseKind phase) const {
   return p_->phases[size_t(phase == PhaseKind::Prefill ? p_->prefill : p_->decode)].max_tokens;
 }
 void Executor::set_routing_hook(kern::RoutingHook* hook) { p_->routing = hook; }
+void Executor::set_profiling(bool on) { p_->profiling = on; }
+
+std::string Executor::profile_report() const {
+  std::vector<std::pair<std::string, Impl::KernelTime>> rows(p_->profile.begin(), p_->profile.end());
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
+  double total = 0;
+  for (const auto& r : rows) total += r.second.seconds;
+  std::string s;
+  char line[256];
+  for (const auto& [name, t] : rows) {
+    std::snprintf(line, sizeof line, "%-56s %8llu calls %9.3f ms %5.1f%%\n", name.c_str(), (unsigned long long)t.calls,
+                  t.seconds * 1e3, total > 0 ? 100.0 * t.seconds / total : 0.0);
+    s += line;
+  }
+  return s;
+}
 
 std::string Executor::kernel_summary() const {
   std::map<std::string, std::map<std::string, int>> counts;
@@ -578,7 +601,15 @@ Result<std::span<const float>> Executor::forward(const Batch& batch, PhaseKind p
     a.routing = p.routing;
     a.layer = c.layer;
     a.queue = dev.queue;
-    c.kernel->run(a);
+    if (p.profiling) {
+      const auto t0 = std::chrono::steady_clock::now();
+      c.kernel->run(a);
+      auto& kt = p.profile[ph.name + " " + std::string(c.name) + " (" + std::string(c.kernel->impl()) + ")"];
+      kt.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      ++kt.calls;
+    } else {
+      c.kernel->run(a);
+    }
     if (c.transfer == kern::Kernel::Transfer::Upload || c.transfer == kern::Kernel::Transfer::Download) {
       const bool down = c.transfer == kern::Kernel::Transfer::Download;
       const int b = down ? c.out[0] : c.in[0];

@@ -69,6 +69,11 @@ class Executor {
   // Routing decisions of every MoE layer go through hook (null: none).
   void set_routing_hook(kern::RoutingHook* hook);
 
+  // Per-kernel wall time of every call from now on (GPU calls: the time to
+  // issue them; their work overlaps). profile_report(): a table, slowest first.
+  void set_profiling(bool on);
+  std::string profile_report() const;
+
   struct Impl;
 
  private:

@@ -32,4 +32,8 @@ std::unique_ptr<Kernel> make_cpu_mla_attention_absorbed(const CallSpec&, std::st
 std::unique_ptr<Kernel> make_cpu_moe_gate(const CallSpec&, std::string*);
 std::unique_ptr<Kernel> make_cpu_moe_experts(const CallSpec&, std::string*);
 
+// Whether a product with weights of `type` may take the fast path
+// (kernels/cpu/matmul_q.h): it computes the reference's GgmlCpu numbers.
+bool use_fast_matmul(const CallSpec& s, GgmlType type);
+
 }  // namespace kt::kern

@@ -5,11 +5,17 @@
 // Reference path: each activation row is rounded as ggml's CPU backend rounds
 // it for W's type (CallSpec::rounding, ops_ref.h round_activations), then the
 // type table's dot_row gives each output; output rows are split over threads.
+// Fast path (matmul_q.h, chosen by the CPU's features): the activation rows
+// are quantized once to W's vec_dot type, then blocks of output rows are
+// integer dot products, taken by the threads one block at a time. The same
+// numbers as the reference with GgmlCpu rounding, up to float summation.
 #include <algorithm>
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/matmul_q.h"
 #include "kernels/cpu/ops_ref.h"
+#include "kernels/cpu/work_split.h"
 #include "kernels/kernel_bind.h"
 
 namespace kt::kern {
@@ -54,7 +60,45 @@ class MatmulRef final : public Kernel {
   std::vector<float> xr_;  // the rounded activations of one call
 };
 
+class MatmulFast final : public Kernel {
+ public:
+  explicit MatmulFast(GgmlType type) : impl_(cpu::matmul_q_impl(type)) {}
+  std::string_view impl() const override { return impl_; }
+
+  void run(const CallArgs& a) override {
+    const Act &x = a.in[0], &y = a.out[0];
+    const WeightView& w = a.weights[0];
+    const float* bias = a.weights.size() > 1 ? a.weights[1].f32() : nullptr;
+    const int64_t n_in = w.ne[0], n_out = w.ne[1], rows = x.rows;
+    const bool par = worth_threads(rows * n_in * n_out);
+    const size_t arb = cpu::act_row_bytes(w.type, n_in);
+    auto* xq = static_cast<uint8_t*>(scratch(0, size_t(rows) * arb));
+    for_each_item(*a.par, rows, par && rows > 1, [&](int64_t r, int) {
+      cpu::quantize_acts(w.type, x.row(r), n_in, 1, n_in, xq + size_t(r) * arb);
+    });
+    // Blocks of output rows: enough for every thread to take several.
+    const int64_t block = std::max<int64_t>(16, std::min<int64_t>(256, n_out / (4 * a.par->n_threads()) / 16 * 16));
+    const int64_t n_blocks = (n_out + block - 1) / block;
+    for_each_item(*a.par, n_blocks, par, [&](int64_t i, int) {
+      const int64_t o0 = i * block, o1 = std::min(n_out, o0 + block);
+      cpu::matmul_q(w.type, w.data, w.row_bytes(), n_in, xq, rows, y.f32(), n_out, o0, o1);
+      if (bias)
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t o = o0; o < o1; ++o) y.row(r)[o] += bias[o];
+    });
+  }
+
+ private:
+  std::string_view impl_;
+};
+
 }  // namespace
+
+// The fast path applies where it computes the reference's numbers: GgmlCpu
+// rounding, a type matmul_q takes, and a call not asking for the reference.
+bool use_fast_matmul(const CallSpec& s, GgmlType type) {
+  return s.impl == Impl::Fast && s.rounding == Rounding::GgmlCpu && cpu::matmul_q_supported(type);
+}
 
 std::unique_ptr<Kernel> make_cpu_matmul(const CallSpec& s, std::string* error) {
   Binder b(s, error);
@@ -67,6 +111,7 @@ std::unique_ptr<Kernel> make_cpu_matmul(const CallSpec& s, std::string* error) {
     b.check(s.weights[1].type == GgmlType::F32, "bias '", std::string(s.weights[1].name), "' must be F32");
     b.weight_shape(1, w.ne[1]);
   }
+  if (use_fast_matmul(s, w.type)) return b.done(std::make_unique<MatmulFast>(w.type));
   return b.done(std::make_unique<MatmulRef>(act_rounding(s.rounding)));
 }
 

@@ -15,12 +15,16 @@
 //   K half into the query and its V half into the output (DeepSeek-V2 paper
 //   2.1.2), attending over the latents. Equal up to rounding (ops_ref.h).
 //   params: n_heads, d_nope, d_rope, d_v, kv_lora_rank, kq_scale.
+#include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/kv_rows.h"
 #include "kernels/cpu/ops_ref.h"
 #include "kernels/cpu/rope_params.h"
+#include "kernels/cpu/vec_f32.h"
+#include "kernels/cpu/work_split.h"
 #include "kernels/kernel_bind.h"
 
 namespace kt::kern {
@@ -103,6 +107,73 @@ class MlaAttention final : public Kernel {
   ref::ActRounding rounding_;
 };
 
+// The absorbed form for decode, fast: float sums straight over the cache's rows
+// (F16/BF16 converted in the dot products, no copy), each (token, head) an item
+// the threads take in turn. q_abs = W_UK^T q_nope (an axpy over W_UK's rows),
+// scores q_abs . c_j + q_pe . k_pe_j over the token's sequence, softmax, the
+// attended latent o = sum_j p_j c_j, then W_UV o. It computes the reference's
+// exact (Rounding::Exact) numbers up to float summation: the latents are used
+// as the cache holds them (the reference's GgmlCpu rounding of latents to
+// kv_b's 8-bit blocks mirrors llama.cpp's non-absorbed graph and is not part
+// of this form's math).
+class MlaAbsorbedFast final : public Kernel {
+ public:
+  MlaAbsorbedFast(ref::MlaShape shape, float kq_scale, std::vector<float> w)
+      : s_(shape), kq_scale_(kq_scale), w_(std::move(w)) {}
+  std::string_view impl() const override { return "vector"; }
+
+  void run(const CallArgs& a) override {
+    const std::vector<Run> runs = step_runs(*a.step);
+    const Act &q = a.in[0], &y = a.out[0];
+    const KvView& kv = *a.kv;
+    const int64_t H = s_.n_heads, dn = s_.d_nope, dr = s_.d_rope, dv = s_.d_v, r = s_.kv_lora_rank;
+    // Items: (token of the step, head).
+    const int64_t n_items = a.step->n_tokens * H;
+    std::vector<int32_t> run_of(size_t(a.step->n_tokens));
+    for (size_t i = 0; i < runs.size(); ++i)
+      for (int64_t t = runs[i].first; t < runs[i].first + runs[i].n; ++t) run_of[size_t(t)] = int32_t(i);
+    int64_t work = 0;
+    for (const Run& rn : runs) work += rn.n * (rn.pos0 + rn.n) * H * (r + dr);
+    for_each_item(*a.par, n_items, worth_threads(work), [&](int64_t item, int) {
+      const int64_t t = item / H, h = item % H;
+      const Run& rn = runs[size_t(run_of[size_t(t)])];
+      const int64_t n_seen = a.step->pos[t] + 1;
+      const float* q_nope = q.row(t) + h * (dn + dr);
+      const float* q_pe = q_nope + dn;
+      const float* w_k = &w_[size_t(h * (dn + dv) * r)];  // [dn][r]
+      const float* w_v = w_k + dn * r;                   // [dv][r]
+      auto* buf = static_cast<float*>(scratch(5, size_t(2 * r + n_seen) * sizeof(float)));
+      float* q_abs = buf;
+      float* o_lat = buf + r;
+      float* p = buf + 2 * r;
+      std::fill(q_abs, q_abs + r, 0.0f);
+      for (int64_t j = 0; j < dn; ++j) vec::axpy(GgmlType::F32, w_k + j * r, q_nope[j], q_abs, r);
+      float max_s = -INFINITY;
+      for (int64_t j = 0; j < n_seen; ++j) {
+        const float sc = kq_scale_ * (vec::dot(kv.type, kv.k_row(rn.slot, j), q_abs, r) +
+                                      vec::dot(kv.type, kv.v_row(rn.slot, j), q_pe, dr));
+        p[j] = sc;
+        max_s = std::max(max_s, sc);
+      }
+      double sum = 0;
+      for (int64_t j = 0; j < n_seen; ++j) {
+        p[j] = std::exp(p[j] - max_s);
+        sum += p[j];
+      }
+      const float inv = float(1.0 / sum);
+      std::fill(o_lat, o_lat + r, 0.0f);
+      for (int64_t j = 0; j < n_seen; ++j) vec::axpy(kv.type, kv.k_row(rn.slot, j), p[j] * inv, o_lat, r);
+      float* out = y.row(t) + h * dv;
+      for (int64_t i = 0; i < dv; ++i) out[i] = vec::dot_f32(w_v + i * r, o_lat, r);
+    });
+  }
+
+ private:
+  ref::MlaShape s_;
+  float kq_scale_;
+  std::vector<float> w_;
+};
+
 // kv_b, or k_b + v_b, as one float matrix in kv_b's layout.
 std::vector<float> decode_kv_b(const CallSpec& s, const ref::MlaShape& m) {
   const int64_t r = m.kv_lora_rank, per_head = m.d_nope + m.d_v;
@@ -156,6 +227,7 @@ std::unique_ptr<Kernel> make_mla(const CallSpec& s, std::string* error, bool abs
   if (!b.ok()) return nullptr;
   const ref::ActRounding rounding =
       s.rounding == Rounding::GgmlCpu ? ref::ActRounding::GgmlCpu : ref::ActRounding::Exact;
+  if (absorbed && s.impl == Impl::Fast) return std::make_unique<MlaAbsorbedFast>(m, float(scale), decode_kv_b(s, m));
   return std::make_unique<MlaAttention>(absorbed, m, float(scale), decode_kv_b(s, m), latent_type, rounding);
 }
 

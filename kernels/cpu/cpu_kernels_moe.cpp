@@ -10,10 +10,19 @@
 // cpu.moe_experts — out[0] [tokens][n_embd] = sum_k weights[t][k] *
 //   FFN_{ids[t][k]}(x[t]) with in[0] x, in[1] ids, in[2] weights and
 //   weights[0..2] gate/up/down_exps (ggml [n_in, n_out, n_expert]).
+//   Fast path, the fused MoE operator: the step's tokens are grouped by
+//   expert; each active expert's rows are quantized once, then work items
+//   (expert, block of rows) of gate+up (with SiLU-GLU) and then of down are
+//   taken by the threads from a shared counter, so experts with more tokens
+//   and slower cores balance out; each weight byte of an active expert is read
+//   once per step however many of the step's tokens chose it. The combine
+//   sums each token's experts in the reference's order.
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/matmul_q.h"
 #include "kernels/cpu/ops_ref.h"
+#include "kernels/cpu/work_split.h"
 #include "kernels/kernel_bind.h"
 
 namespace kt::kern {
@@ -84,6 +93,109 @@ class MoeExperts final : public Kernel {
   ref::ActRounding rounding_;
 };
 
+class MoeExpertsFast final : public Kernel {
+ public:
+  MoeExpertsFast(GgmlType gate, GgmlType up, GgmlType down) : impl_(cpu::matmul_q_impl(gate)) {
+    same_act_ = cpu::act_row_bytes(gate, 256) == cpu::act_row_bytes(up, 256) && gate == up;
+  }
+  std::string_view impl() const override { return impl_; }
+
+  void run(const CallArgs& a) override {
+    const Act &x = a.in[0], &ids = a.in[1], &wts = a.in[2], &y = a.out[0];
+    const WeightView &g = a.weights[0], &u = a.weights[1], &d = a.weights[2];
+    const int64_t n = x.rows, nu = ids.cols, n_embd = g.ne[0], n_ff = g.ne[1], n_expert = g.ne[2];
+
+    // Group the (token, k) pairs by expert: a counting sort, in token order.
+    count_.assign(size_t(n_expert) + 1, 0);
+    for (int64_t i = 0; i < n * nu; ++i) ++count_[size_t(ids.i32()[i]) + 1];
+    for (int64_t e = 0; e < n_expert; ++e) count_[size_t(e) + 1] += count_[size_t(e)];
+    slot_of_.resize(size_t(n * nu));  // (t, k) -> row in the grouped order
+    token_of_.resize(size_t(n * nu));
+    pos_ = count_;
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t k = 0; k < nu; ++k) {
+        const int64_t r = pos_[size_t(ids.i32()[t * nu + k])]++;
+        slot_of_[size_t(t * nu + k)] = r;
+        token_of_[size_t(r)] = int32_t(t);
+      }
+    active_.clear();
+    for (int64_t e = 0; e < n_expert; ++e)
+      if (count_[size_t(e) + 1] > count_[size_t(e)]) active_.push_back(int32_t(e));
+    const int64_t rows = n * nu;  // grouped rows, expert by expert
+
+    const size_t arb_gate = cpu::act_row_bytes(g.type, n_embd), arb_up = cpu::act_row_bytes(u.type, n_embd);
+    const size_t arb_down = cpu::act_row_bytes(d.type, n_ff);
+    auto* xq_gate = static_cast<uint8_t*>(scratch(0, size_t(rows) * arb_gate));
+    auto* xq_up = same_act_ ? xq_gate : static_cast<uint8_t*>(scratch(1, size_t(rows) * arb_up));
+    auto* h = static_cast<float*>(scratch(2, size_t(rows * n_ff) * 2 * sizeof(float)));  // gate | up
+    auto* hq = static_cast<uint8_t*>(scratch(3, size_t(rows) * arb_down));
+    auto* ye = static_cast<float*>(scratch(4, size_t(rows * n_embd) * sizeof(float)));
+    const bool par = worth_threads(rows * n_embd * n_ff);
+
+    // Each grouped row's activations, quantized for gate (and up).
+    for_each_item(*a.par, rows, par, [&](int64_t r, int) {
+      const float* xr = x.row(token_of_[size_t(r)]);
+      cpu::quantize_acts(g.type, xr, n_embd, 1, n_embd, xq_gate + size_t(r) * arb_gate);
+      if (!same_act_) cpu::quantize_acts(u.type, xr, n_embd, 1, n_embd, xq_up + size_t(r) * arb_up);
+    });
+
+    // gate + up + SiLU-GLU over (expert, block of n_ff rows).
+    const int64_t ff_block = block_rows(n_ff, a.par->n_threads());
+    const int64_t ff_blocks = (n_ff + ff_block - 1) / ff_block;
+    float* gate_out = h;
+    float* up_out = h + rows * n_ff;
+    for_each_item(*a.par, int64_t(active_.size()) * ff_blocks, par, [&](int64_t item, int) {
+      const int32_t e = active_[size_t(item / ff_blocks)];
+      const int64_t r0 = count_[size_t(e)], m = count_[size_t(e) + 1] - r0;
+      const int64_t o0 = (item % ff_blocks) * ff_block, o1 = std::min(n_ff, o0 + ff_block);
+      cpu::matmul_q(g.type, g.mat(e), g.row_bytes(), n_embd, xq_gate + size_t(r0) * arb_gate, m,
+                    gate_out + r0 * n_ff, n_ff, o0, o1);
+      cpu::matmul_q(u.type, u.mat(e), u.row_bytes(), n_embd, xq_up + size_t(r0) * arb_up, m, up_out + r0 * n_ff,
+                    n_ff, o0, o1);
+      for (int64_t r = r0; r < r0 + m; ++r)
+        ref::silu_glu(gate_out + r * n_ff + o0, up_out + r * n_ff + o0, o1 - o0, gate_out + r * n_ff + o0);
+    });
+    for_each_item(*a.par, rows, par, [&](int64_t r, int) {
+      cpu::quantize_acts(d.type, gate_out + r * n_ff, n_ff, 1, n_ff, hq + size_t(r) * arb_down);
+    });
+
+    // down over (expert, block of n_embd rows).
+    const int64_t emb_block = block_rows(n_embd, a.par->n_threads());
+    const int64_t emb_blocks = (n_embd + emb_block - 1) / emb_block;
+    for_each_item(*a.par, int64_t(active_.size()) * emb_blocks, par, [&](int64_t item, int) {
+      const int32_t e = active_[size_t(item / emb_blocks)];
+      const int64_t r0 = count_[size_t(e)], m = count_[size_t(e) + 1] - r0;
+      const int64_t o0 = (item % emb_blocks) * emb_block, o1 = std::min(n_embd, o0 + emb_block);
+      cpu::matmul_q(d.type, d.mat(e), d.row_bytes(), n_ff, hq + size_t(r0) * arb_down, m, ye + r0 * n_embd, n_embd,
+                    o0, o1);
+    });
+
+    // Combine in the reference's order: k = 0 .. n_used - 1, in double.
+    for_each_item(*a.par, n, par, [&](int64_t t, int) {
+      float* out = y.row(t);
+      const int64_t* slots = slot_of_.data() + t * nu;
+      const float* wt = wts.f32() + t * nu;
+      for (int64_t i = 0; i < n_embd; ++i) {
+        double acc = 0;
+        for (int64_t k = 0; k < nu; ++k) acc += double(wt[k]) * double(ye[slots[k] * n_embd + i]);
+        out[i] = float(acc);
+      }
+    });
+  }
+
+ private:
+  // Rows per work item: at least 16 (the kernels' tile), small enough that
+  // every thread gets several items even for one expert.
+  static int64_t block_rows(int64_t n, int threads) {
+    return std::max<int64_t>(16, std::min<int64_t>(128, (n / (2 * threads) + 15) / 16 * 16));
+  }
+
+  std::string_view impl_;
+  bool same_act_ = false;
+  std::vector<int64_t> count_, pos_, slot_of_;
+  std::vector<int32_t> token_of_, active_;
+};
+
 }  // namespace
 
 std::unique_ptr<Kernel> make_cpu_moe_gate(const CallSpec& s, std::string* error) {
@@ -129,6 +241,9 @@ std::unique_ptr<Kernel> make_cpu_moe_experts(const CallSpec& s, std::string* err
   b.in_type(2, GgmlType::F32);
   b.in_cols(2, s.in[1].cols);
   b.out_cols(0, n_embd);
+  const GgmlType tg = s.weights[0].type, tu = s.weights[1].type, td = s.weights[2].type;
+  if (use_fast_matmul(s, tg) && use_fast_matmul(s, tu) && use_fast_matmul(s, td))
+    return b.done(std::make_unique<MoeExpertsFast>(tg, tu, td));
   return b.done(std::make_unique<MoeExperts>(act_rounding(s.rounding)));
 }
 

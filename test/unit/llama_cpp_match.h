@@ -215,13 +215,16 @@ inline MatchSummary match_llama_cpp(LogitsRunner& m, const std::filesystem::path
       if (!ref && !last) continue;
       check(logits.data() + r * n_vocab, ref, last ? greedy[0] : -1, r, 0, r, "prompt row " + std::to_string(r));
     }
-    if (last_ref.rows() && prompt_ref.rows())  // both given: the last row once more
+    if (last_ref.rows() && prompt_ref.rows()) {  // both given: the last row once more
       EXPECT_LE(rel_l2(logits.data() + (n_prompt - 1) * n_vocab, last_ref.row(0), n_vocab), is_f32 ? 1e-2 : 0.10);
+    }
 
     // Decode: greedy_tokens one at a time, continuing from the cache. Without
     // gen_logits, F32 models still must reproduce the greedy tokens.
     if (!gen_ref.rows() && !is_f32) continue;
-    if (gen_ref.rows()) EXPECT_EQ(gen_ref.rows(), int64_t(greedy.size()));
+    if (gen_ref.rows()) {
+      EXPECT_EQ(gen_ref.rows(), int64_t(greedy.size()));
+    }
     for (size_t i = 0; i < greedy.size(); ++i) {
       auto step = m.step(greedy[i]);
       EXPECT_TRUE(step.ok()) << step.error().message;
@@ -236,7 +239,9 @@ inline MatchSummary match_llama_cpp(LogitsRunner& m, const std::filesystem::path
   }
   EXPECT_GT(s.entries, 0) << "no index.json entry for " << model;
   EXPECT_GT(s.rows, 0);
-  if (!is_f32 && s.rows > 0) EXPECT_GE(double(s.argmax_same) / double(s.rows), 0.90) << "argmax agreement";
+  if (!is_f32 && s.rows > 0) {
+    EXPECT_GE(double(s.argmax_same) / double(s.rows), 0.90) << "argmax agreement";
+  }
   return s;
 }
 

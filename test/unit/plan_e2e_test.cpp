@@ -84,6 +84,8 @@ struct PlanCase {
   std::string form;   // "absorbed", "decompressed" (deepseek2) or "plain"
 };
 
+void PrintTo(const PlanCase& c, std::ostream* os) { *os << c.model << " " << c.form; }
+
 class PlanVsLlamaCpp : public testing::TestWithParam<PlanCase> {};
 
 TEST_P(PlanVsLlamaCpp, MatchesLogits) {
@@ -99,11 +101,11 @@ TEST_P(PlanVsLlamaCpp, MatchesLogits) {
   auto tok = kt::Tokenizer::from_gguf((*ex)->gguf());
   ASSERT_TRUE(tok.ok()) << tok.error().message;
   std::ifstream in(models / "index.json");
-  for (const auto& e : nlohmann::json::parse(in)["entries"])
-    if (e["model"] == pc.model + ".gguf")
-      EXPECT_EQ(tok->encode(std::string(e["prompt_text"]), true, false),
-                e["prompt_tokens"].get<std::vector<int32_t>>())
-          << e["prompt"];
+  for (const auto& e : nlohmann::json::parse(in)["entries"]) {
+    if (e["model"] != pc.model + ".gguf") continue;
+    EXPECT_EQ(tok->encode(std::string(e["prompt_text"]), true, false), e["prompt_tokens"].get<std::vector<int32_t>>())
+        << e["prompt"];
+  }
 
   ExecutorRunner runner(**ex);
   const kt::test::MatchSummary s = kt::test::match_llama_cpp(runner, models, pc.model);

@@ -1,6 +1,7 @@
 // kt-bench: speed as ratios to this machine's limits, measured in the same run.
-// Today: the limits themselves (DRAM triad, oneDNN BF16/F32 GEMM). Kernel and
-// end-to-end figures join as the fast kernels land (see the issues).
+// Today: the limits themselves (DRAM triad, oneDNN BF16/F32 GEMM) and
+// `kt-bench matmul` (matmul_bench.cpp: CPU matmul over GGUF blocks). End-to-end
+// figures join as the runtime lands.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -11,7 +12,12 @@
 
 #include "tools/kt-bench/machine_limits.h"
 
+namespace kt::bench {
+int run_matmul_bench(int argc, char** argv);  // matmul_bench.cpp
+}
+
 int main(int argc, char** argv) {
+  if (argc > 1 && !std::strcmp(argv[1], "matmul")) return kt::bench::run_matmul_bench(argc - 2, argv + 2);
   int threads = int(std::thread::hardware_concurrency());
   double gib = 3.0;  // triad working set: far above any L3 (the device's is 300 MiB)
   bool quick = false;
@@ -20,7 +26,8 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--triad-gib") && i + 1 < argc) gib = std::atof(argv[++i]);
     else if (!std::strcmp(argv[i], "--quick")) quick = true;
     else {
-      std::fprintf(stderr, "usage: kt-bench [--threads N] [--triad-gib G] [--quick]\n");
+      std::fprintf(stderr, "usage: kt-bench [--threads N] [--triad-gib G] [--quick]\n"
+                           "       kt-bench matmul --help\n");
       return 2;
     }
   }

@@ -25,6 +25,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <chrono>
 #include <functional>
 
 namespace cl = llvm::cl;
@@ -52,6 +53,7 @@ static cl::opt<std::string> kv_type("kv-type", cl::init("f16"), cl::value_desc("
 static cl::opt<std::string> mla("mla", cl::init("auto"), cl::value_desc("auto|absorbed|decompressed"),
                                 cl::desc("MLA form per phase (auto: decode absorbed, prefill as the rules say)"));
 
+static cl::opt<bool> verbose("verbose", cl::desc("print each stage and its time on stderr (always for models over 1 GiB)"));
 static cl::opt<std::string> last_pass("last-pass", cl::init(""), cl::value_desc("pass"),
                                        cl::desc("the last step to run: import, apply-rules, place (for tests "
                                                 "and debugging; default: run every pass)"));
@@ -93,8 +95,21 @@ int main(int argc, char** argv) {
   if (prefill_len < 1) return fail("--prefill-len must be positive");
 
   mlir::MLIRContext context;
+  // Progress on stderr for large models (or with --verbose): what each stage
+  // did and how long it took, so a minute-long compile is not silent.
+  std::error_code size_error;
+  const uint64_t model_bytes = std::filesystem::file_size(model_path.getValue(), size_error);
+  const bool progress = verbose || (!size_error && model_bytes >= (1ull << 30));
+  auto t0 = std::chrono::steady_clock::now();
+  auto stage = [&](const std::string& what) {
+    if (!progress) return;
+    const auto now = std::chrono::steady_clock::now();
+    std::fprintf(stderr, "kt-compile: %s (%.2f s)\n", what.c_str(), std::chrono::duration<double>(now - t0).count());
+    t0 = now;
+  };
   auto module = kt::import_gguf(context, model_path, kt::ImportOptions{config_path});
   if (!module) return fail(module.error().message);
+  stage("imported " + model_path + " (" + std::to_string(model_bytes >> 20) + " MiB)");
 
   // Pass diagnostics become our one-line messages: the passes put the place
   // (rules.yaml:12:5, a module path) at the start of the text. Warnings wait
@@ -117,6 +132,7 @@ int main(int argc, char** argv) {
     if (last_pass.empty()) pm.addPass(kt::createSplitLayers(kt::SplitLayersOptions{gpus}));
   }
   if (mlir::failed(pm.run(module.value().get()))) return 1;
+  stage("applied rules and placed every op");
 
   // --emit prints a stage to -o (default stdout); otherwise -o is the plan.
   // --explain prints its table to stdout either way.
@@ -149,6 +165,7 @@ int main(int argc, char** argv) {
   lower.addPass(kt::createInsertTransfers());
   lower.addPass(kt::createPlanMemory());
   if (mlir::failed(lower.run(module.value().get()))) return 1;
+  stage("lowered to kernel calls, transfers and arenas");
   print_warnings();
   if (emit == "exec-mlir")
     return emit_text([&](llvm::raw_ostream& os) { module.value()->print(os); os << "\n"; });
@@ -164,5 +181,6 @@ int main(int argc, char** argv) {
   std::ofstream f(output, std::ios::binary);
   if (!f || !f.write(reinterpret_cast<const char*>(bytes->data()), std::streamsize(bytes->size())))
     return fail(output + ": cannot write the plan");
+  stage("wrote " + output + " (" + std::to_string(bytes->size() >> 10) + " KiB)");
   return 0;
 }

@@ -41,12 +41,14 @@ const char kUsage[] =
     "  --chat               interactive chat through the model's chat template\n"
     "                       (end a line with \\ to continue it; /exit quits, /reset forgets)\n"
     "  --system TEXT        system message for --chat\n"
+    "  --chat-template F    a Jinja chat template file to use instead of the model's\n"
     "  --ignore-eos         keep generating after the end-of-text token\n"
     "  --special            parse special tokens written in the prompt (<|im_start|> ...)\n"
     "  --logits-out F.npy   float32 logits: every prompt position, then one row per generated token\n"
     "  --reference          run the reference kernels only (slow; for checking)\n"
     "  --exact              reference rounding in double instead of llama.cpp's\n"
     "  --verbose            print the kernels chosen\n"
+    "  --profile            time every kernel and print a table at the end\n"
     "  --list-kernels       print the kernels this build has and exit\n";
 
 int fail(const std::string& message) {
@@ -55,9 +57,9 @@ int fail(const std::string& message) {
 }
 
 struct Args {
-  std::string plan, prompt, prompt_file, system, logits_out;
+  std::string plan, prompt, prompt_file, system, logits_out, chat_template;
   bool have_prompt = false, chat = false, ignore_eos = false, special = false, reference = false, exact = false,
-       verbose = false, list_kernels = false;
+       verbose = false, list_kernels = false, profile = false;
   int64_t n_predict = 128;
   int threads = 0;
   int64_t ctx = 0;
@@ -98,6 +100,10 @@ std::string parse_args(int argc, char** argv, Args& a) {
       const char* s = need(i);
       if (!s) return arg + ": missing text";
       a.system = s;
+    } else if (arg == "--chat-template") {
+      const char* s = need(i);
+      if (!s) return arg + ": missing file";
+      a.chat_template = s;
     } else if (arg == "--logits-out") {
       const char* s = need(i);
       if (!s) return arg + ": missing file";
@@ -164,6 +170,8 @@ std::string parse_args(int argc, char** argv, Args& a) {
       a.exact = true;
     } else if (arg == "--verbose" || arg == "-v") {
       a.verbose = true;
+    } else if (arg == "--profile") {
+      a.profile = true;
     } else if (arg == "--list-kernels") {
       a.list_kernels = true;
     } else if (!arg.empty() && arg[0] == '-') {
@@ -235,10 +243,19 @@ std::vector<int32_t> tokenize_prompt(const kt::Tokenizer& tok, const std::string
 }
 
 int run_chat(kt::Executor& ex, const kt::Tokenizer& tok, kt::Sampler& sampler, const Args& a, Timing& timing) {
-  const std::string source = ex.plan().chat_template() ? ex.plan().chat_template()->str() : "";
+  std::string source = ex.plan().chat_template() ? ex.plan().chat_template()->str() : "";
+  std::string source_name = "tokenizer.chat_template";
+  if (!a.chat_template.empty()) {
+    std::ifstream in(a.chat_template, std::ios::binary);
+    if (!in) return fail(a.chat_template + ": cannot read the chat template");
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    source = ss.str();
+    source_name = a.chat_template;
+  }
   if (source.empty())
-    return fail(a.plan + ": the model has no chat template (tokenizer.chat_template): use -p or --prompt-file");
-  auto tpl = kt::ChatTemplate::parse(source, "tokenizer.chat_template");
+    return fail(a.plan + ": the model has no chat template (tokenizer.chat_template): use -p or --prompt-file, or --chat-template FILE");
+  auto tpl = kt::ChatTemplate::parse(source, source_name);
   if (!tpl.ok()) return fail(tpl.error().message);
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
   if (!a.system.empty()) messages.push_back({{"role", "system"}, {"content", a.system}});
@@ -290,6 +307,9 @@ int run_chat(kt::Executor& ex, const kt::Tokenizer& tok, kt::Sampler& sampler, c
     auto reply = generate(seq, *logits, tok, sampler, a, ex.n_ctx(), nullptr, timing);
     if (!reply.ok()) return fail(reply.error().message);
     std::fputs("\n", stdout);
+    std::fflush(stdout);
+    std::fprintf(stderr, "[%lld prompt tokens: %lld new, %lld from the cache]", (long long)tokens.size(),
+                 (long long)(int64_t(tokens.size()) - keep), (long long)keep);
     messages.push_back({{"role", "assistant"}, {"content", *reply}});
     if (eof) break;
   }
@@ -335,6 +355,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "kt-exec: %d threads, context %lld\n%s", (*ex)->n_threads(), (long long)(*ex)->n_ctx(),
                  (*ex)->kernel_summary().c_str());
   kt::Sampler sampler(a.sampling);
+  (*ex)->set_profiling(a.profile);
   if (a.chat) return run_chat(**ex, *tok, sampler, a, timing);
 
   const std::vector<int32_t> prompt = tokenize_prompt(*tok, a.prompt, a.special);
@@ -368,5 +389,6 @@ int main(int argc, char** argv) {
   if (logits_out)
     if (auto s = logits_out->close(); !s.ok()) return fail(s.error().message);
   timing.print();
+  if (a.profile) std::fprintf(stderr, "%s", (*ex)->profile_report().c_str());
   return 0;
 }

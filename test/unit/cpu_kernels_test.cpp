@@ -1,0 +1,279 @@
+// The plan-callable CPU kernels (kernels/cpu/cpu_kernels*.cpp) bound as the
+// executor binds them: every fast path against the reference kernels on random
+// inputs (never zeros), odd shapes, batch 1 and more, several sequences in one
+// step; and batch invariance — a token's output does not depend on which other
+// tokens share its step, which continuous batching relies on.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "kernels/cpu/matmul_q.h"
+#include "kernels/kernel.h"
+#include "kernels/random_blocks.h"
+#include "kernels/registry.h"
+#include "runtime/thread_pool.h"
+
+namespace kt::kern {
+namespace {
+
+ThreadPool& pool() {
+  static ThreadPool p(2);
+  return p;
+}
+
+// An encoded tensor with random valid blocks.
+struct Tensor {
+  std::vector<uint8_t> bytes;
+  WeightView view;
+};
+
+Tensor random_weight(GgmlType t, std::vector<int64_t> shape, uint64_t seed, const char* name) {
+  Tensor w;
+  const TypeTraits& tt = type_traits(t);
+  int64_t rows = 1;
+  for (size_t d = 1; d < shape.size(); ++d) rows *= shape[d];
+  w.bytes.resize(size_t(tt.row_bytes(shape[0]) * uint64_t(rows)));
+  SplitMix64 rng(seed);
+  fill_random_blocks(t, w.bytes.data(), w.bytes.size(), rng, 0.0f, 0.5f);
+  w.view.data = w.view.host = w.bytes.data();
+  w.view.type = t;
+  w.view.name = name;
+  for (size_t d = 0; d < 4; ++d) w.view.ne[d] = d < shape.size() ? shape[d] : 1;
+  w.view.nb[0] = tt.type_size;
+  w.view.nb[1] = tt.row_bytes(shape[0]);
+  w.view.nb[2] = w.view.nb[1] * uint64_t(w.view.ne[1]);
+  w.view.nb[3] = w.view.nb[2] * uint64_t(w.view.ne[2]);
+  return w;
+}
+
+std::vector<float> random_floats(size_t n, uint64_t seed, float spread = 1.0f) {
+  SplitMix64 rng(seed);
+  std::vector<float> v(n);
+  for (float& x : v) x = spread * (2.0f * rng.uniform() - 1.0f);
+  return v;
+}
+
+double rel_l2(const float* a, const float* b, size_t n) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; ++i) {
+    num += (double(a[i]) - double(b[i])) * (double(a[i]) - double(b[i]));
+    den += double(b[i]) * double(b[i]);
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
+}
+
+// One call: its spec, buffers (poisoned outputs) and a run.
+struct Call {
+  CallSpec spec;
+  std::vector<std::vector<float>> in, out;  // I32 buffers are stored in float-sized slots
+  std::unique_ptr<Kernel> kernel;
+  std::string error;
+
+  Call(const char* name, Impl impl, Rounding rounding) {
+    spec.kernel = name;
+    spec.impl = impl;
+    spec.rounding = rounding;
+  }
+  void add_in(GgmlType t, int64_t cols, int64_t rows, std::vector<float> data) {
+    spec.in.push_back({t, cols, rows});
+    in.push_back(std::move(data));
+  }
+  void add_out(GgmlType t, int64_t cols, int64_t rows) {
+    spec.out.push_back({t, cols, rows});
+    out.emplace_back(size_t(cols * rows), std::nanf(""));
+  }
+  bool bind() {
+    kernel = find_kernel(spec.kernel)->make(spec, &error);
+    return kernel != nullptr;
+  }
+  void run(const Step& step, int64_t rows) {
+    std::vector<Act> ia, oa;
+    for (size_t k = 0; k < in.size(); ++k)
+      ia.push_back(Act{in[k].data(), spec.in[k].type, spec.in[k].cols, rows, spec.in[k].max_rows});
+    for (size_t k = 0; k < out.size(); ++k)
+      oa.push_back(Act{out[k].data(), spec.out[k].type, spec.out[k].cols, rows, spec.out[k].max_rows});
+    CallArgs a;
+    a.in = ia;
+    a.out = oa;
+    a.weights = spec.weights;
+    a.kv = spec.kv;
+    a.step = &step;
+    a.par = &pool();
+    kernel->run(a);
+  }
+};
+
+struct StepData {
+  std::vector<int32_t> tokens, pos, slot, outputs;
+  Step step() const {
+    return Step{int64_t(pos.size()), tokens.data(), pos.data(), slot.data(), int64_t(outputs.size()), outputs.data()};
+  }
+};
+
+StepData one_sequence(int64_t n, int32_t pos0 = 0) {
+  StepData s;
+  for (int64_t t = 0; t < n; ++t) {
+    s.tokens.push_back(1);
+    s.pos.push_back(pos0 + int32_t(t));
+    s.slot.push_back(0);
+    s.outputs.push_back(int32_t(t));
+  }
+  return s;
+}
+
+// ---- matmul ------------------------------------------------------------------
+
+struct MatmulCase {
+  GgmlType type;
+  int64_t n_in, n_out, rows;
+};
+
+class FastMatmul : public testing::TestWithParam<MatmulCase> {};
+
+TEST_P(FastMatmul, MatchesReferenceAndIsBatchInvariant) {
+  const MatmulCase c = GetParam();
+  if (!cpu::matmul_q_supported(c.type)) GTEST_SKIP() << "no fast path for " << type_name(c.type);
+  const Tensor w = random_weight(c.type, {c.n_in, c.n_out}, 7, "w");
+  const std::vector<float> x = random_floats(size_t(c.rows * c.n_in), 11);
+  auto make = [&](Impl impl, int64_t rows, const float* data) {
+    auto call = std::make_unique<Call>("cpu.matmul", impl, Rounding::GgmlCpu);
+    call->spec.weights = {w.view};
+    call->add_in(GgmlType::F32, c.n_in, rows, std::vector<float>(data, data + rows * c.n_in));
+    call->add_out(GgmlType::F32, c.n_out, rows);
+    EXPECT_TRUE(call->bind()) << call->error;
+    return call;
+  };
+  const StepData sd = one_sequence(c.rows);
+  auto fast = make(Impl::Fast, c.rows, x.data());
+  auto ref = make(Impl::Reference, c.rows, x.data());
+  ASSERT_NE(fast->kernel->impl(), "reference");
+  fast->run(sd.step(), c.rows);
+  ref->run(sd.step(), c.rows);
+  for (int64_t r = 0; r < c.rows; ++r) {
+    const float* a = fast->out[0].data() + r * c.n_out;
+    const float* b = ref->out[0].data() + r * c.n_out;
+    for (int64_t o = 0; o < c.n_out; ++o) ASSERT_FALSE(std::isnan(a[o])) << "output " << r << "," << o << " unwritten";
+    EXPECT_LE(rel_l2(a, b, size_t(c.n_out)), 1e-5) << "row " << r;
+  }
+  // Row r computed alone gives the same bits as within the batch.
+  for (int64_t r : {int64_t(0), c.rows - 1}) {
+    const StepData one = one_sequence(1);
+    auto alone = make(Impl::Fast, 1, x.data() + r * c.n_in);
+    alone->run(one.step(), 1);
+    EXPECT_EQ(std::memcmp(alone->out[0].data(), fast->out[0].data() + r * c.n_out, size_t(c.n_out) * 4), 0)
+        << "row " << r << " differs when computed alone";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, FastMatmul,
+                         testing::Values(MatmulCase{GgmlType::Q4_K, 512, 300, 1}, MatmulCase{GgmlType::Q4_K, 512, 300, 17},
+                                         MatmulCase{GgmlType::Q6_K, 256, 77, 3}, MatmulCase{GgmlType::Q5_K, 768, 64, 9},
+                                         MatmulCase{GgmlType::Q8_0, 1408, 45, 5}, MatmulCase{GgmlType::Q5_0, 1408, 33, 2},
+                                         MatmulCase{GgmlType::IQ4_XS, 256, 129, 8}, MatmulCase{GgmlType::Q4_0, 96, 31, 4},
+                                         MatmulCase{GgmlType::BF16, 64, 50, 3}, MatmulCase{GgmlType::F16, 64, 50, 3},
+                                         MatmulCase{GgmlType::F32, 64, 4096, 2}),
+                         [](const auto& info) {
+                           return std::string(type_name(info.param.type)) + "_" + std::to_string(info.param.rows);
+                         });
+
+// ---- MoE experts -------------------------------------------------------------
+
+TEST(FastMoe, MatchesReferenceAndIsBatchInvariant) {
+  const int64_t n_embd = 256, n_ff = 512, n_expert = 8, n_used = 3, n = 11;
+  const Tensor g = random_weight(GgmlType::Q4_K, {n_embd, n_ff, n_expert}, 1, "gate");
+  const Tensor u = random_weight(GgmlType::Q4_K, {n_embd, n_ff, n_expert}, 2, "up");
+  const Tensor d = random_weight(GgmlType::Q6_K, {n_ff, n_embd, n_expert}, 3, "down");
+  const std::vector<float> x = random_floats(size_t(n * n_embd), 4);
+  // Routing: distinct experts per token, expert 7 never chosen.
+  std::vector<float> ids(size_t(n * n_used)), wts = random_floats(size_t(n * n_used), 5);
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t k = 0; k < n_used; ++k) {
+      const int32_t e = int32_t((t * 3 + k * 2) % 7);
+      std::memcpy(&ids[size_t(t * n_used + k)], &e, 4);
+    }
+  auto make = [&](Impl impl, int64_t rows, int64_t t0) {
+    auto c = std::make_unique<Call>("cpu.moe_experts", impl, Rounding::GgmlCpu);
+    c->spec.weights = {g.view, u.view, d.view};
+    c->add_in(GgmlType::F32, n_embd, rows, std::vector<float>(x.begin() + t0 * n_embd, x.begin() + (t0 + rows) * n_embd));
+    c->add_in(GgmlType::I32, n_used, rows, std::vector<float>(ids.begin() + t0 * n_used, ids.begin() + (t0 + rows) * n_used));
+    c->add_in(GgmlType::F32, n_used, rows, std::vector<float>(wts.begin() + t0 * n_used, wts.begin() + (t0 + rows) * n_used));
+    c->add_out(GgmlType::F32, n_embd, rows);
+    EXPECT_TRUE(c->bind()) << c->error;
+    return c;
+  };
+  const StepData sd = one_sequence(n);
+  auto fast = make(Impl::Fast, n, 0), ref = make(Impl::Reference, n, 0);
+  if (!cpu::matmul_q_supported(GgmlType::Q4_K)) GTEST_SKIP();
+  ASSERT_NE(fast->kernel->impl(), "reference");
+  fast->run(sd.step(), n);
+  ref->run(sd.step(), n);
+  for (int64_t t = 0; t < n; ++t)
+    EXPECT_LE(rel_l2(fast->out[0].data() + t * n_embd, ref->out[0].data() + t * n_embd, size_t(n_embd)), 1e-5)
+        << "token " << t;
+  for (int64_t t : {int64_t(0), int64_t(6), n - 1}) {
+    const StepData one = one_sequence(1);
+    auto alone = make(Impl::Fast, 1, t);
+    alone->run(one.step(), 1);
+    EXPECT_EQ(std::memcmp(alone->out[0].data(), fast->out[0].data() + t * n_embd, size_t(n_embd) * 4), 0)
+        << "token " << t << " differs when computed alone";
+  }
+}
+
+// ---- MLA, absorbed ---------------------------------------------------------------
+
+TEST(FastMla, AbsorbedMatchesReferenceOverSeveralSequences) {
+  const int64_t H = 4, dn = 32, dr = 16, dv = 24, r = 64, n_ctx = 40;
+  for (GgmlType cache_type : {GgmlType::F32, GgmlType::F16}) {
+    const Tensor kv_b = random_weight(GgmlType::Q8_0, {r, H * (dn + dv)}, 9, "kv_b");
+    // A cache of two slots filled with random latents and rope keys.
+    const size_t es = type_traits(cache_type).type_size;
+    std::vector<uint8_t> k(size_t(2 * n_ctx * r) * es), v(size_t(2 * n_ctx * dr) * es);
+    SplitMix64 rng(13);
+    fill_random_blocks(cache_type, k.data(), k.size(), rng, 0.0f, 1.0f);
+    fill_random_blocks(cache_type, v.data(), v.size(), rng, 0.0f, 1.0f);
+    KvView kv{KvView::Kind::MlaLatent, cache_type, 2, n_ctx, 1, r, dr, k.data(), v.data()};
+    // Step: slot 1 at positions 7..9 (a chunk of a prompt), slot 0 decoding at 30.
+    StepData sd;
+    for (int32_t p : {7, 8, 9}) {
+      sd.pos.push_back(p);
+      sd.slot.push_back(1);
+    }
+    sd.pos.push_back(30);
+    sd.slot.push_back(0);
+    sd.tokens.assign(4, 1);
+    sd.outputs = {0, 1, 2, 3};
+    const std::vector<float> q = random_floats(size_t(4 * H * (dn + dr)), 17);
+    auto make = [&](Impl impl) {
+      auto c = std::make_unique<Call>("cpu.mla_attention_absorbed", impl, Rounding::Exact);
+      c->spec.weights = {kv_b.view};
+      c->spec.kv = &kv;
+      auto ip = [](const char* k, int64_t v) {
+        Param p;
+        p.key = k;
+        p.i = v;
+        return p;
+      };
+      Param scale;
+      scale.key = "kq_scale";
+      scale.f = 0.125;
+      c->spec.params = {ip("n_heads", H), ip("d_nope", dn), ip("d_rope", dr), ip("d_v", dv), ip("kv_lora_rank", r), scale};
+      c->add_in(GgmlType::F32, H * (dn + dr), 4, q);
+      c->add_out(GgmlType::F32, H * dv, 4);
+      EXPECT_TRUE(c->bind()) << c->error;
+      return c;
+    };
+    auto fast = make(Impl::Fast), ref = make(Impl::Reference);
+    ASSERT_NE(fast->kernel->impl(), "reference");
+    fast->run(sd.step(), 4);
+    ref->run(sd.step(), 4);
+    for (int64_t t = 0; t < 4; ++t)
+      EXPECT_LE(rel_l2(fast->out[0].data() + t * H * dv, ref->out[0].data() + t * H * dv, size_t(H * dv)), 1e-5)
+          << type_name(cache_type) << " token " << t;
+  }
+}
+
+}  // namespace
+}  // namespace kt::kern
