@@ -1,79 +1,60 @@
+// The portable loops and the dispatch (vec_f32.h). The AVX-512 versions live
+// in vec_f32_avx512.cpp, compiled with those instructions and called only
+// when cpu_features says the CPU has them (the same pattern as matmul_q).
 #include "kernels/cpu/vec_f32.h"
 
 #include <cstring>
 
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/float_ref.h"
 
 namespace kt::kern::vec {
 
+namespace avx512 {  // vec_f32_avx512.cpp
+float dot(GgmlType type, const void* row, const float* x, int64_t n);
+void axpy(GgmlType type, const void* row, float a, float* y, int64_t n);
+}  // namespace avx512
+
 namespace {
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define KT_CLONES __attribute__((target_clones("avx512f", "arch=haswell", "default")))
+bool use_avx512() {
+#if defined(__x86_64__)
+  return cpu::active_isa() >= cpu::Isa::Avx512;
 #else
-#define KT_CLONES
+  return false;
 #endif
-
-// The conversions are written as the bit operations they are, so each clone
-// vectorizes them with its own instructions.
-// F16 -> F32 is exact; with F16C (the avx512f and haswell clones) one
-// instruction converts 8 or 16 of them.
-inline float h2f(uint16_t h) { return float(__builtin_bit_cast(_Float16, h)); }
-inline float b2f(uint16_t b) {
-  const uint32_t u = uint32_t(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
 }
 
-KT_CLONES float dot_f32_impl(const float* a, const float* b, int64_t n) {
-  float s = 0;
-  for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
-KT_CLONES float dot_f16_impl(const uint16_t* a, const float* b, int64_t n) {
-  float s = 0;
-  for (int64_t i = 0; i < n; ++i) s += h2f(a[i]) * b[i];
-  return s;
-}
-KT_CLONES float dot_bf16_impl(const uint16_t* a, const float* b, int64_t n) {
-  float s = 0;
-  for (int64_t i = 0; i < n; ++i) s += b2f(a[i]) * b[i];
-  return s;
-}
-KT_CLONES void axpy_f32_impl(const float* r, float a, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] += a * r[i];
-}
-KT_CLONES void axpy_f16_impl(const uint16_t* r, float a, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] += a * h2f(r[i]);
-}
-KT_CLONES void axpy_bf16_impl(const uint16_t* r, float a, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] += a * b2f(r[i]);
+float load(GgmlType type, const void* row, int64_t i) {
+  switch (type) {
+    case GgmlType::F16:
+      return cpu::fp16_to_f32(static_cast<const uint16_t*>(row)[i]);
+    case GgmlType::BF16:
+      return cpu::bf16_to_f32(static_cast<const uint16_t*>(row)[i]);
+    default:
+      return static_cast<const float*>(row)[i];
+  }
 }
 
 }  // namespace
 
-float dot_f32(const float* a, const float* b, int64_t n) { return dot_f32_impl(a, b, n); }
+float dot_f32(const float* a, const float* b, int64_t n) { return dot(GgmlType::F32, a, b, n); }
 
 float dot(GgmlType type, const void* row, const float* x, int64_t n) {
-  switch (type) {
-    case GgmlType::F16:
-      return dot_f16_impl(static_cast<const uint16_t*>(row), x, n);
-    case GgmlType::BF16:
-      return dot_bf16_impl(static_cast<const uint16_t*>(row), x, n);
-    default:
-      return dot_f32_impl(static_cast<const float*>(row), x, n);
-  }
+  if (use_avx512()) return avx512::dot(type, row, x, n);
+  // Four lanes, summed at the end, as the vector versions do.
+  float acc[4] = {};
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    for (int k = 0; k < 4; ++k) acc[k] += load(type, row, i + k) * x[i + k];
+  float s = 0;
+  for (; i < n; ++i) s += load(type, row, i) * x[i];
+  return s + (acc[0] + acc[1]) + (acc[2] + acc[3]);
 }
 
 void axpy(GgmlType type, const void* row, float a, float* y, int64_t n) {
-  switch (type) {
-    case GgmlType::F16:
-      return axpy_f16_impl(static_cast<const uint16_t*>(row), a, y, n);
-    case GgmlType::BF16:
-      return axpy_bf16_impl(static_cast<const uint16_t*>(row), a, y, n);
-    default:
-      return axpy_f32_impl(static_cast<const float*>(row), a, y, n);
-  }
+  if (use_avx512()) return avx512::axpy(type, row, a, y, n);
+  for (int64_t i = 0; i < n; ++i) y[i] += a * load(type, row, i);
 }
 
 }  // namespace kt::kern::vec

@@ -1,7 +1,7 @@
-// Small vector loops of the CPU attention kernels, compiled for AVX-512,
-// AVX2+F16C and plain x86-64 and chosen at load by the CPU (GCC's
-// target_clones): the library runs on any x86-64 CPU and still uses the wide
-// units where they exist. Rows may be F32, F16 or BF16 (a KV cache's type).
+// Small vector loops of the CPU attention kernels: AVX-512 where the CPU has
+// it (vec_f32_avx512.cpp, chosen at run time through cpu_features, like
+// matmul_q), portable C++ otherwise. Rows may be F32, F16 or BF16 (a KV
+// cache's type).
 #pragma once
 
 #include <cstdint>

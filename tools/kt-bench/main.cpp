@@ -14,10 +14,12 @@
 
 namespace kt::bench {
 int run_matmul_bench(int argc, char** argv);  // matmul_bench.cpp
+int run_e2e_bench(int argc, char** argv);     // e2e_bench.cpp
 }
 
 int main(int argc, char** argv) {
   if (argc > 1 && !std::strcmp(argv[1], "matmul")) return kt::bench::run_matmul_bench(argc - 2, argv + 2);
+  if (argc > 1 && !std::strcmp(argv[1], "e2e")) return kt::bench::run_e2e_bench(argc - 2, argv + 2);
   int threads = int(std::thread::hardware_concurrency());
   double gib = 3.0;  // triad working set: far above any L3 (the device's is 300 MiB)
   bool quick = false;
@@ -27,7 +29,8 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--quick")) quick = true;
     else {
       std::fprintf(stderr, "usage: kt-bench [--threads N] [--triad-gib G] [--quick]\n"
-                           "       kt-bench matmul --help\n");
+                           "       kt-bench matmul --help\n"
+                           "       kt-bench e2e PLAN.ktp --help\n");
       return 2;
     }
   }

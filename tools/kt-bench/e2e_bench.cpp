@@ -1,0 +1,191 @@
+// kt-bench e2e PLAN: end-to-end prefill and decode speed of a plan, held
+// against this machine's DRAM bandwidth measured in the same run.
+//
+// Decode of a MoE model with its experts on the CPU reads, per token, every
+// CPU weight that is not an expert once, plus the active experts' weights:
+// bytes per token / triad bandwidth is the decode limit. The active experts
+// come from the routing actually taken (RoutingStats: distinct experts per
+// layer per step), and the run is repeated with routing forced uniformly at
+// random, which defeats the L3 cache random weights would otherwise enjoy
+// (../shared/PEERS.md, "Routing and caches").
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/executor.h"
+#include "runtime/routing_hooks.h"
+#include "runtime/sequence.h"
+#include "tools/kt-bench/machine_limits.h"
+
+namespace kt::bench {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+struct Bytes {
+  double dense = 0;                    // CPU weights every decode step reads (all but routed experts)
+  std::map<int, double> per_expert;    // layer -> bytes of one routed expert on the CPU
+};
+
+// What one decode step reads from CPU memory, from the plan: every CPU weight
+// its decode calls use, routed experts counted per expert.
+Bytes cpu_bytes(const Executor& ex) {
+  Bytes b;
+  const plan::Plan& p = ex.plan();
+  std::vector<bool> seen(p.weights() ? p.weights()->size() : 0, false);
+  for (const plan::Phase* ph : *p.phases()) {
+    if (!ph->name() || ph->name()->str() != "decode" || !ph->calls()) continue;
+    for (const plan::Call* c : *ph->calls()) {
+      if (p.devices()->Get(uint32_t(c->device()))->kind() != plan::DeviceKind::CPU || !c->weights()) continue;
+      const bool experts = c->kernel()->str().ends_with("moe_experts");
+      for (int w : *c->weights()) {
+        if (seen[size_t(w)]) continue;
+        seen[size_t(w)] = true;
+        const plan::Weight* wt = p.weights()->Get(uint32_t(w));
+        if (experts) {
+          const int64_t n_expert = wt->shape()->size() > 2 ? wt->shape()->Get(2) : 1;
+          b.per_expert[c->layer()] += double(wt->bytes()) / double(n_expert);
+        } else if (!c->kernel()->str().ends_with("embed")) {  // one row, not the table
+          b.dense += double(wt->bytes());
+        }
+      }
+    }
+  }
+  return b;
+}
+
+struct RunResult {
+  double prefill_tps = 0, decode_tps = 0, expert_bytes_per_token = 0, bytes_per_token = 0;
+};
+
+RunResult run_once(Executor& ex, const Bytes& bytes, int64_t n_prompt, int64_t n_gen, bool uniform, uint64_t seed) {
+  RoutingStats stats;
+  ForcedRouting forced(seed);
+  RoutingChain chain;
+  if (uniform) chain.add(&forced);
+  chain.add(&stats);
+  ex.set_routing_hook(&chain);
+  // A prompt of random ids (any valid token: speed does not depend on text).
+  std::vector<int32_t> prompt(static_cast<size_t>(n_prompt));
+  uint64_t s = seed;
+  for (int32_t& t : prompt) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    t = int32_t((s >> 33) % uint64_t(ex.n_vocab()));
+  }
+  Sequence seq(ex, 0);
+  RunResult r;
+  stats.set_decode(false);
+  auto t0 = Clock::now();
+  auto logits = seq.feed(prompt);
+  const double t_prefill = seconds(t0);
+  if (!logits.ok()) {
+    std::fprintf(stderr, "kt-bench: %s\n", logits.error().message.c_str());
+    std::exit(1);
+  }
+  stats.set_decode(true);
+  int32_t next = 0;
+  t0 = Clock::now();
+  for (int64_t i = 0; i < n_gen; ++i) {
+    // Greedy: the argmax of the last logits, as a real generation would feed.
+    next = int32_t(std::max_element(logits->begin(), logits->end()) - logits->begin());
+    logits = seq.feed(std::span<const int32_t>(&next, 1));
+    if (!logits.ok()) {
+      std::fprintf(stderr, "kt-bench: %s\n", logits.error().message.c_str());
+      std::exit(1);
+    }
+  }
+  const double t_decode = seconds(t0);
+  ex.set_routing_hook(nullptr);
+  r.prefill_tps = double(n_prompt) / t_prefill;
+  r.decode_tps = double(n_gen) / t_decode;
+  for (const auto& [layer, L] : stats.layers()) {
+    auto it = bytes.per_expert.find(layer);
+    if (it != bytes.per_expert.end() && L.decode_steps)
+      r.expert_bytes_per_token += it->second * double(L.distinct_in_steps) / double(L.decode_steps);
+  }
+  r.bytes_per_token = bytes.dense + r.expert_bytes_per_token;
+  return r;
+}
+
+}  // namespace
+
+int run_e2e_bench(int argc, char** argv) {
+  std::string plan;
+  int threads = 0;
+  int64_t n_prompt = 512, n_gen = 64;
+  double triad_gib = 3.0;
+  for (int i = 0; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> const char* { return i + 1 < argc ? argv[++i] : ""; };
+    if (a == "--threads") threads = std::atoi(next());
+    else if (a == "--prompt") n_prompt = std::atoll(next());
+    else if (a == "--gen") n_gen = std::atoll(next());
+    else if (a == "--triad-gib") triad_gib = std::atof(next());
+    else if (!a.empty() && a[0] != '-' && plan.empty()) plan = a;
+    else {
+      std::fprintf(stderr,
+                   "usage: kt-bench e2e PLAN.ktp [--threads N] [--prompt 512] [--gen 64] [--triad-gib 3]\n"
+                   "  prefill and decode tok/s; decode bytes per token (the plan's CPU weights, experts\n"
+                   "  as routed) and GB/s against the DRAM triad, with the model's routing and with\n"
+                   "  routing forced uniformly at random\n");
+      return 2;
+    }
+  }
+  if (plan.empty() || n_prompt < 1 || n_gen < 1) {
+    std::fprintf(stderr, "kt-bench e2e: give a plan, --prompt and --gen positive\n");
+    return 2;
+  }
+  ExecOptions opts;
+  opts.threads = threads;
+  opts.n_ctx = 0;
+  const auto t_load = Clock::now();
+  auto ex = Executor::load(plan, opts);
+  if (!ex.ok()) {
+    std::fprintf(stderr, "kt-bench: %s\n", ex.error().message.c_str());
+    return 1;
+  }
+  const double load_s = seconds(t_load);
+  if (n_prompt + n_gen > (*ex)->n_ctx()) {
+    std::fprintf(stderr, "kt-bench e2e: %lld + %lld tokens do not fit the plan's context %lld\n", (long long)n_prompt,
+                 (long long)n_gen, (long long)(*ex)->n_ctx());
+    return 2;
+  }
+  const int n_threads = (*ex)->n_threads();
+  const TriadResult triad = measure_triad(uint64_t(triad_gib * double(1ull << 30)), n_threads, 5);
+  const Bytes bytes = cpu_bytes(**ex);
+  std::printf("cpu: %s\nplan: %s, %d threads, loaded in %.2f s; DRAM triad %.1f GB/s\n", cpu_description().c_str(),
+              plan.c_str(), n_threads, load_s, triad.gbps);
+  std::printf("%-16s %12s %12s %14s %14s %10s %10s\n", "routing", "prefill t/s", "decode t/s", "expert MB/tok",
+              "total MB/tok", "GB/s", "of triad");
+  nlohmann::json j = {{"plan", plan}, {"threads", n_threads}, {"triad_gbps", triad.gbps}, {"prompt", n_prompt},
+                      {"gen", n_gen}};
+  for (bool uniform : {false, true}) {
+    // Warm up (page in the weights), then measure.
+    (void)run_once(**ex, bytes, std::min<int64_t>(n_prompt, 16), 2, uniform, 1);
+    const RunResult r = run_once(**ex, bytes, n_prompt, n_gen, uniform, 42);
+    const double gbps = r.bytes_per_token * r.decode_tps / 1e9;
+    const char* name = uniform ? "forced uniform" : "model's own";
+    std::printf("%-16s %12.1f %12.2f %14.1f %14.1f %10.1f %9.0f%%\n", name, r.prefill_tps, r.decode_tps,
+                r.expert_bytes_per_token / 1e6, r.bytes_per_token / 1e6, gbps, 100.0 * gbps / triad.gbps);
+    j[uniform ? "uniform" : "model"] = {{"prefill_tps", r.prefill_tps},
+                                        {"decode_tps", r.decode_tps},
+                                        {"expert_bytes_per_token", r.expert_bytes_per_token},
+                                        {"bytes_per_token", r.bytes_per_token},
+                                        {"decode_gbps", gbps},
+                                        {"decode_limit_tps", triad.gbps * 1e9 / r.bytes_per_token}};
+  }
+  std::printf("%s\n", j.dump().c_str());
+  return 0;
+}
+
+}  // namespace kt::bench
