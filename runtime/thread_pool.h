@@ -46,6 +46,10 @@ class ThreadPool final : public kern::Parallel {
   std::atomic<int> sleepers_{0};
 };
 
+// Flushes denormal floats to zero on the calling thread (the pool's workers
+// do it at start; the executor for the thread that calls forward()).
+void set_flush_denormals();
+
 // Physical cores of this machine (hyper-threads counted once), at least 1:
 // memory-bound kernels gain nothing from a core's second thread.
 int physical_cores();

@@ -18,9 +18,14 @@ PKGS=(
   cmake ninja-build g++ git python3
   libyaml-cpp-dev libflatbuffers-dev flatbuffers-compiler
   libdnnl-dev libgtest-dev libzstd-dev nlohmann-json3-dev
+  libcpp-httplib-dev
 )
 if [ $runtime_only -eq 0 ]; then
   PKGS+=(llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools clang-22 lld-22 libclang-rt-22-dev)
+  # kt-serve's tests (test/serve): node for the npm clients and a headless Chromium.
+  PKGS+=(nodejs chromium)
+  # NodeSource's nodejs carries npm (and conflicts with Debian's npm package).
+  command -v npm >/dev/null 2>&1 || PKGS+=(npm)
 fi
 
 missing=()

@@ -37,7 +37,9 @@ ref::ActRounding act_rounding(Rounding r) {
 
 class MoeGate final : public Kernel {
  public:
-  MoeGate(ref::MoeRouting r, ref::ActRounding rounding) : r_(r), rounding_(rounding) {}
+  // fast: the router's product through matmul_q (the routing itself is cheap).
+  MoeGate(ref::MoeRouting r, ref::ActRounding rounding, bool fast) : r_(r), rounding_(rounding), fast_(fast) {}
+  std::string_view impl() const override { return fast_ ? cpu::matmul_q_impl(GgmlType::F32) : "reference"; }
 
   void run(const CallArgs& a) override {
     const Act &x = a.in[0], &ids = a.out[0], &w = a.out[1];
@@ -47,11 +49,23 @@ class MoeGate final : public Kernel {
     r.selection_bias = a.weights.size() > 1 ? a.weights[1].f32() : nullptr;
     logits_.resize(size_t(n * ne));
     margins_.resize(size_t(n));
-    a.par->for_range(n, [&](int64_t b, int64_t e, int) {
-      ref::matmul(gate.type, gate.data, gate.ne[0], ne, x.row(b), e - b, &logits_[size_t(b * ne)], rounding_);
-      ref::moe_route(&logits_[size_t(b * ne)], e - b, r, ids.i32() + b * nu, w.f32() + b * nu,
-                     &margins_[size_t(b)]);
-    });
+    if (fast_) {
+      const int64_t n_in = gate.ne[0];
+      const size_t arb = cpu::act_row_bytes(gate.type, n_in);
+      auto* xq = static_cast<uint8_t*>(scratch(0, size_t(n) * arb));
+      cpu::quantize_acts(gate.type, x.f32(), n_in, n, n_in, xq);
+      for_each_item(*a.par, n, worth_threads(n * n_in * ne), [&](int64_t t, int) {
+        cpu::matmul_q(gate.type, gate.data, gate.row_bytes(), n_in, xq + size_t(t) * arb, 1, &logits_[size_t(t * ne)],
+                      ne, 0, ne);
+        ref::moe_route(&logits_[size_t(t * ne)], 1, r, ids.i32() + t * nu, w.f32() + t * nu, &margins_[size_t(t)]);
+      });
+    } else {
+      a.par->for_range(n, [&](int64_t b, int64_t e, int) {
+        ref::matmul(gate.type, gate.data, gate.ne[0], ne, x.row(b), e - b, &logits_[size_t(b * ne)], rounding_);
+        ref::moe_route(&logits_[size_t(b * ne)], e - b, r, ids.i32() + b * nu, w.f32() + b * nu,
+                       &margins_[size_t(b)]);
+      });
+    }
     if (!a.routing) return;
     RouteEvent ev;
     ev.layer = a.layer;
@@ -72,6 +86,7 @@ class MoeGate final : public Kernel {
  private:
   ref::MoeRouting r_;
   ref::ActRounding rounding_;
+  bool fast_;
   std::vector<float> logits_, margins_;
 };
 
@@ -226,7 +241,7 @@ std::unique_ptr<Kernel> make_cpu_moe_gate(const CallSpec& s, std::string* error)
   b.out_cols(0, r.n_used);
   b.out_type(1, GgmlType::F32);
   b.out_cols(1, r.n_used);
-  return b.done(std::make_unique<MoeGate>(r, act_rounding(s.rounding)));
+  return b.done(std::make_unique<MoeGate>(r, act_rounding(s.rounding), use_fast_matmul(s, s.weights[0].type)));
 }
 
 std::unique_ptr<Kernel> make_cpu_moe_experts(const CallSpec& s, std::string* error) {

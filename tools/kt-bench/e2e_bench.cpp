@@ -124,6 +124,7 @@ int run_e2e_bench(int argc, char** argv) {
   int threads = 0;
   int64_t n_prompt = 512, n_gen = 64;
   double triad_gib = 3.0;
+  bool profile = false;
   for (int i = 0; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> const char* { return i + 1 < argc ? argv[++i] : ""; };
@@ -131,10 +132,11 @@ int run_e2e_bench(int argc, char** argv) {
     else if (a == "--prompt") n_prompt = std::atoll(next());
     else if (a == "--gen") n_gen = std::atoll(next());
     else if (a == "--triad-gib") triad_gib = std::atof(next());
+    else if (a == "--profile") profile = true;
     else if (!a.empty() && a[0] != '-' && plan.empty()) plan = a;
     else {
       std::fprintf(stderr,
-                   "usage: kt-bench e2e PLAN.ktp [--threads N] [--prompt 512] [--gen 64] [--triad-gib 3]\n"
+                   "usage: kt-bench e2e PLAN.ktp [--threads N] [--prompt 512] [--gen 64] [--triad-gib 3] [--profile]\n"
                    "  prefill and decode tok/s; decode bytes per token (the plan's CPU weights, experts\n"
                    "  as routed) and GB/s against the DRAM triad, with the model's routing and with\n"
                    "  routing forced uniformly at random\n");
@@ -172,7 +174,9 @@ int run_e2e_bench(int argc, char** argv) {
   for (bool uniform : {false, true}) {
     // Warm up (page in the weights), then measure.
     (void)run_once(**ex, bytes, std::min<int64_t>(n_prompt, 16), 2, uniform, 1);
+    (*ex)->set_profiling(profile && uniform);
     const RunResult r = run_once(**ex, bytes, n_prompt, n_gen, uniform, 42);
+    (*ex)->set_profiling(false);
     const double gbps = r.bytes_per_token * r.decode_tps / 1e9;
     const char* name = uniform ? "forced uniform" : "model's own";
     std::printf("%-16s %12.1f %12.2f %14.1f %14.1f %10.1f %9.0f%%\n", name, r.prefill_tps, r.decode_tps,
@@ -184,6 +188,7 @@ int run_e2e_bench(int argc, char** argv) {
                                         {"decode_gbps", gbps},
                                         {"decode_limit_tps", triad.gbps * 1e9 / r.bytes_per_token}};
   }
+  if (profile) std::printf("kernels, forced uniform run:\n%s", (*ex)->profile_report().c_str());
   std::printf("%s\n", j.dump().c_str());
   return 0;
 }

@@ -24,6 +24,7 @@
 
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/matmul_q.h"
+#include "runtime/thread_pool.h"
 #include "kernels/random_blocks.h"
 #include "kernels/type_traits.h"
 #include "tools/kt-bench/machine_limits.h"
@@ -33,59 +34,19 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Workers spin on a generation counter: a call costs no thread start-up or
-// futex wake-up (microseconds that would show at memory speed). Waits yield the
-// core after a while, so that on a machine with other work (or fewer cores than
-// threads) a waiting thread does not burn the time slice the one it waits for
-// needs (which showed as calls of exactly 4 or 8 ms: the scheduler's tick).
-inline void spin_wait(int* spins) {
-  if (++*spins < 2000) {
-    __builtin_ia32_pause();
-  } else {
-    std::this_thread::yield();
-  }
-}
-
+// The runtime's own pool (spinning workers, denormals flushed): what kernels
+// get in kt-exec, so the figures are the executor's.
 class SpinPool {
  public:
-  explicit SpinPool(int threads) : n_(threads) {
-    for (int t = 1; t < n_; ++t) workers_.emplace_back([this, t] { loop(t); });
-  }
-  ~SpinPool() {
-    stop_.store(true);
-    gen_.fetch_add(1);
-    for (auto& w : workers_) w.join();
-  }
+  explicit SpinPool(int threads) : pool_(threads) {}
   // Runs fn(thread_index) on every thread (the caller is thread 0) and waits.
   void run(const std::function<void(int)>& fn) {
-    fn_ = &fn;
-    done_.store(0);
-    gen_.fetch_add(1, std::memory_order_release);
-    fn(0);
-    int spins = 0;
-    while (done_.load(std::memory_order_acquire) != n_ - 1) spin_wait(&spins);
+    pool_.for_range(pool_.n_threads(), [&](int64_t, int64_t, int t) { fn(t); });
   }
-  int size() const { return n_; }
+  int size() const { return pool_.n_threads(); }
 
  private:
-  void loop(int t) {
-    uint64_t seen = 0;
-    for (;;) {
-      uint64_t g;
-      int spins = 0;
-      while ((g = gen_.load(std::memory_order_acquire)) == seen) spin_wait(&spins);
-      seen = g;
-      if (stop_.load()) return;
-      (*fn_)(t);
-      done_.fetch_add(1, std::memory_order_release);
-    }
-  }
-  int n_;
-  std::vector<std::thread> workers_;
-  std::atomic<uint64_t> gen_{0};
-  std::atomic<int> done_{0};
-  std::atomic<bool> stop_{false};
-  const std::function<void(int)>* fn_ = nullptr;
+  kt::ThreadPool pool_;
 };
 
 uint64_t last_level_cache_bytes() {

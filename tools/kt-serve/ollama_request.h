@@ -1,0 +1,28 @@
+// Ollama request bodies to engine requests: model, messages or prompt,
+// "options" (temperature, top_k, top_p, min_p, seed, num_predict, stop,
+// repeat_penalty, ...) with Ollama's defaults. Features kt-serve does not
+// implement (images, tools, format, suffix) are refused rather than ignored.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/engine.h"
+#include "tools/kt-serve/api_errors.h"
+#include "tools/kt-serve/serve_context.h"
+
+namespace kt::serve {
+
+struct OllamaRequest {
+  GenerationParams gen;
+  bool stream = true;
+  bool empty = false;  // no messages / empty prompt: Ollama answers "load" at once
+  std::vector<int32_t> prompt;
+};
+
+std::optional<ApiError> read_ollama_chat(const nlohmann::json& body, const ServeContext& ctx, OllamaRequest& out);
+std::optional<ApiError> read_ollama_generate(const nlohmann::json& body, const ServeContext& ctx, OllamaRequest& out);
+
+}  // namespace kt::serve
