@@ -8,6 +8,11 @@
 // reads the latents directly and kv_b is read once per step, not once per
 // cached token (DeepSeek-V2 paper, 2.1.2). The lowering emits
 // <dev>.mla_attention_absorbed or <dev>.mla_attention from these options.
+//
+// It runs after kt-place (DESIGN.md lists it before): the better prefill form
+// depends on the device. On a GPU long prompts favour the decompressed form's
+// large matmuls (KTransformers' default, absorb_for_prefill false); on the
+// CPU kt's absorbed kernel is the faster one in both phases.
 #include "mlir/IR/Builders.h"
 #include "passes/Passes.h"
 #include "passes/module_options.h"
@@ -31,16 +36,20 @@ class AbsorbMlaPass : public impl::AbsorbMlaBase<AbsorbMlaPass> {
     getOperation()->walk([&](ir::MlaAttentionOp op) {
       ModuleInterface m = op;
       bool decode = true, prefill = false;
-      const char* why = "kt-absorb-mla: auto (decode absorbed; prefill as absorb_for_prefill, default false)";
+      const char* why = "kt-absorb-mla: auto (decode absorbed; prefill as absorb_for_prefill, default: absorbed on the CPU, decompressed on a GPU)";
       if (mode == "absorbed") {
         prefill = true;
         why = "kt-absorb-mla: mode absorbed";
       } else if (mode == "decompressed") {
         decode = false;
         why = "kt-absorb-mla: mode decompressed";
-      } else {
+      } else if (option(m, "absorb_for_prefill")) {
         // KTransformers' kwarg on the attention rule.
         prefill = option_bool(m, "absorb_for_prefill");
+      } else {
+        llvm::StringRef dev = option_str(m, "prefill_device");
+        if (dev.empty()) dev = option_str(m, "generate_device");
+        prefill = !dev.starts_with("cuda");
       }
       set_options(m, {b.getNamedAttr("absorb_decode", b.getBoolAttr(decode)),
                       b.getNamedAttr("absorb_prefill", b.getBoolAttr(prefill)),

@@ -107,15 +107,19 @@ class MlaAttention final : public Kernel {
   ref::ActRounding rounding_;
 };
 
-// The absorbed form for decode, fast: float sums straight over the cache's rows
-// (F16/BF16 converted in the dot products, no copy), each (token, head) an item
-// the threads take in turn. q_abs = W_UK^T q_nope (an axpy over W_UK's rows),
-// scores q_abs . c_j + q_pe . k_pe_j over the token's sequence, softmax, the
-// attended latent o = sum_j p_j c_j, then W_UV o. It computes the reference's
-// exact (Rounding::Exact) numbers up to float summation: the latents are used
-// as the cache holds them (the reference's GgmlCpu rounding of latents to
-// kv_b's 8-bit blocks mirrors llama.cpp's non-absorbed graph and is not part
-// of this form's math).
+// The absorbed form, fast, flash-decoding style: float sums straight over the
+// cache's rows (F16/BF16 converted a block of rows at a time), all heads of a
+// token against each row while it is in cache, and each token's positions
+// split into chunks so one decoding token still uses every thread.
+//  1. q_abs = W_UK^T q_nope per (token, head).
+//  2. Per (token, chunk of positions): online softmax over blocks of rows:
+//     scores q_abs . c_j + q_pe . k_pe_j for every head, the running max,
+//     sum and attended latent o = sum_j p_j c_j per head.
+//  3. Per (token, head): the chunks merged (rescaled to one max), o / l, then W_UV o.
+// It computes the reference's exact (Rounding::Exact) numbers up to float
+// summation: the latents are used as the cache holds them (the reference's
+// GgmlCpu rounding of latents to kv_b's 8-bit blocks mirrors llama.cpp's
+// non-absorbed graph and is not part of this form's math).
 class MlaAbsorbedFast final : public Kernel {
  public:
   MlaAbsorbedFast(ref::MlaShape shape, float kq_scale, std::vector<float> w)
@@ -127,44 +131,101 @@ class MlaAbsorbedFast final : public Kernel {
     const Act &q = a.in[0], &y = a.out[0];
     const KvView& kv = *a.kv;
     const int64_t H = s_.n_heads, dn = s_.d_nope, dr = s_.d_rope, dv = s_.d_v, r = s_.kv_lora_rank;
-    // Items: (token of the step, head).
-    const int64_t n_items = a.step->n_tokens * H;
-    std::vector<int32_t> run_of(size_t(a.step->n_tokens));
-    for (size_t i = 0; i < runs.size(); ++i)
-      for (int64_t t = runs[i].first; t < runs[i].first + runs[i].n; ++t) run_of[size_t(t)] = int32_t(i);
+    const int64_t n = a.step->n_tokens;
+    const int threads = a.par->n_threads();
+    std::vector<int32_t> slot_of(static_cast<size_t>(n));
+    for (const Run& rn : runs)
+      for (int64_t t = rn.first; t < rn.first + rn.n; ++t) slot_of[size_t(t)] = rn.slot;
     int64_t work = 0;
-    for (const Run& rn : runs) work += rn.n * (rn.pos0 + rn.n) * H * (r + dr);
-    for_each_item(*a.par, n_items, worth_threads(work), [&](int64_t item, int) {
+    for (int64_t t = 0; t < n; ++t) work += (a.step->pos[t] + 1) * H * (r + dr);
+    const bool par = worth_threads(work);
+
+    // 1. q_abs [n][H][r].
+    auto* q_abs = static_cast<float*>(scratch(5, size_t(n * H * r) * sizeof(float)));
+    for_each_item(*a.par, n * H, par, [&](int64_t item, int) {
       const int64_t t = item / H, h = item % H;
-      const Run& rn = runs[size_t(run_of[size_t(t)])];
-      const int64_t n_seen = a.step->pos[t] + 1;
       const float* q_nope = q.row(t) + h * (dn + dr);
-      const float* q_pe = q_nope + dn;
       const float* w_k = &w_[size_t(h * (dn + dv) * r)];  // [dn][r]
-      const float* w_v = w_k + dn * r;                   // [dv][r]
-      auto* buf = static_cast<float*>(scratch(5, size_t(2 * r + n_seen) * sizeof(float)));
-      float* q_abs = buf;
-      float* o_lat = buf + r;
-      float* p = buf + 2 * r;
-      std::fill(q_abs, q_abs + r, 0.0f);
-      for (int64_t j = 0; j < dn; ++j) vec::axpy(GgmlType::F32, w_k + j * r, q_nope[j], q_abs, r);
-      float max_s = -INFINITY;
-      for (int64_t j = 0; j < n_seen; ++j) {
-        const float sc = kq_scale_ * (vec::dot(kv.type, kv.k_row(rn.slot, j), q_abs, r) +
-                                      vec::dot(kv.type, kv.v_row(rn.slot, j), q_pe, dr));
-        p[j] = sc;
-        max_s = std::max(max_s, sc);
+      float* qa = q_abs + item * r;
+      std::fill(qa, qa + r, 0.0f);
+      for (int64_t j = 0; j < dn; ++j) vec::axpy(GgmlType::F32, w_k + j * r, q_nope[j], qa, r);
+    });
+
+    // 2. Chunks: enough for twice the threads when few tokens decode.
+    const int64_t per_token = std::max<int64_t>(1, (2 * threads + n - 1) / n);
+    chunk_first_.assign(size_t(n) + 1, 0);
+    for (int64_t t = 0; t < n; ++t) {
+      const int64_t n_seen = a.step->pos[t] + 1;
+      chunk_first_[size_t(t) + 1] = chunk_first_[size_t(t)] + std::min(per_token, (n_seen + 31) / 32);
+    }
+    const int64_t n_chunks = chunk_first_[size_t(n)];
+    const int64_t part = H * (r + 2);  // per chunk and head: max, sum, o[r]
+    auto* parts = static_cast<float*>(scratch(6, size_t(n_chunks * part) * sizeof(float)));
+    for_each_item(*a.par, n_chunks, par, [&](int64_t c, int) {
+      const int64_t t = std::upper_bound(chunk_first_.begin(), chunk_first_.end(), c) - chunk_first_.begin() - 1;
+      const int64_t k = c - chunk_first_[size_t(t)], k_n = chunk_first_[size_t(t) + 1] - chunk_first_[size_t(t)];
+      const int64_t n_seen = a.step->pos[t] + 1;
+      const int64_t j0 = n_seen * k / k_n, j1 = n_seen * (k + 1) / k_n;
+      float* P = parts + c * part;
+      float *m = P, *l = P + H, *o = P + 2 * H;  // [H], [H], [H][r]
+      std::fill(m, m + H, -INFINITY);
+      std::fill(l, l + H, 0.0f);
+      std::fill(o, o + H * r, 0.0f);
+      constexpr int64_t kBlock = 32;
+      auto* rows = static_cast<float*>(scratch(7, size_t(kBlock * (r + dr + H)) * sizeof(float)));
+      float* sc = rows + kBlock * (r + dr);  // [kBlock] scores of one head
+      for (int64_t b0 = j0; b0 < j1; b0 += kBlock) {
+        const int64_t nb = std::min(kBlock, j1 - b0);
+        for (int64_t j = 0; j < nb; ++j) {
+          load_rows(kv.type, kv.k_row(slot_of[size_t(t)], b0 + j), r, rows + j * (r + dr));
+          load_rows(kv.type, kv.v_row(slot_of[size_t(t)], b0 + j), dr, rows + j * (r + dr) + r);
+        }
+        for (int64_t h = 0; h < H; ++h) {
+          const float* qa = q_abs + (t * H + h) * r;
+          const float* q_pe = q.row(t) + h * (dn + dr) + dn;
+          float bmax = -INFINITY;
+          for (int64_t j = 0; j < nb; ++j) {
+            const float* row = rows + j * (r + dr);
+            sc[j] = kq_scale_ * (vec::dot_f32(row, qa, r) + vec::dot_f32(row + r, q_pe, dr));
+            bmax = std::max(bmax, sc[j]);
+          }
+          const float m_new = std::max(m[h], bmax);
+          const float rescale = std::exp(m[h] - m_new);  // 0 on the first block
+          float* oh = o + h * r;
+          if (rescale != 1.0f)
+            for (int64_t i = 0; i < r; ++i) oh[i] *= rescale;
+          float lsum = l[h] * rescale;
+          for (int64_t j = 0; j < nb; ++j) {
+            const float pj = std::exp(sc[j] - m_new);
+            lsum += pj;
+            vec::axpy(GgmlType::F32, rows + j * (r + dr), pj, oh, r);
+          }
+          l[h] = lsum;
+          m[h] = m_new;
+        }
       }
-      double sum = 0;
-      for (int64_t j = 0; j < n_seen; ++j) {
-        p[j] = std::exp(p[j] - max_s);
-        sum += p[j];
-      }
-      const float inv = float(1.0 / sum);
+    });
+
+    // 3. Merge the chunks, normalise, expand with W_UV.
+    for_each_item(*a.par, n * H, par, [&](int64_t item, int) {
+      const int64_t t = item / H, h = item % H;
+      const int64_t c0 = chunk_first_[size_t(t)], c1 = chunk_first_[size_t(t) + 1];
+      float M = -INFINITY;
+      for (int64_t c = c0; c < c1; ++c) M = std::max(M, parts[c * part + h]);
+      auto* o_lat = static_cast<float*>(scratch(7, size_t(r) * sizeof(float)));
       std::fill(o_lat, o_lat + r, 0.0f);
-      for (int64_t j = 0; j < n_seen; ++j) vec::axpy(kv.type, kv.k_row(rn.slot, j), p[j] * inv, o_lat, r);
+      double L = 0;
+      for (int64_t c = c0; c < c1; ++c) {
+        const float* P = parts + c * part;
+        if (P[H + h] == 0.0f) continue;  // an empty chunk
+        const float f = std::exp(P[h] - M);
+        L += double(f) * double(P[H + h]);
+        vec::axpy(GgmlType::F32, P + 2 * H + h * r, f, o_lat, r);
+      }
+      const float inv = float(1.0 / L);
+      const float* w_v = &w_[size_t((h * (dn + dv) + dn) * r)];  // [dv][r]
       float* out = y.row(t) + h * dv;
-      for (int64_t i = 0; i < dv; ++i) out[i] = vec::dot_f32(w_v + i * r, o_lat, r);
+      for (int64_t i = 0; i < dv; ++i) out[i] = inv * vec::dot_f32(w_v + i * r, o_lat, r);
     });
   }
 
@@ -172,6 +233,7 @@ class MlaAbsorbedFast final : public Kernel {
   ref::MlaShape s_;
   float kq_scale_;
   std::vector<float> w_;
+  std::vector<int64_t> chunk_first_;  // per token, its first chunk (and the end)
 };
 
 // kv_b, or k_b + v_b, as one float matrix in kv_b's layout.

@@ -125,9 +125,10 @@ int main(int argc, char** argv) {
   if (last_pass != "import") {
     if (!rules_path.empty()) pm.addPass(kt::createApplyRules(kt::ApplyRulesOptions{rules_path, gpus}));
     if (last_pass != "apply-rules") {
-      pm.addPass(kt::createAbsorbMla(kt::AbsorbMlaOptions{mla}));
       // Without a rules file every op is placed automatically.
       pm.addPass(kt::createPlace(kt::PlaceOptions{gpu_mem, gpus, prefill_len, ctx}));
+      // After placement: the better MLA form depends on the device.
+      pm.addPass(kt::createAbsorbMla(kt::AbsorbMlaOptions{mla}));
     }
     if (last_pass.empty()) pm.addPass(kt::createSplitLayers(kt::SplitLayersOptions{gpus}));
   }
