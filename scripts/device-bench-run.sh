@@ -16,4 +16,6 @@ bin/kt-bench --quick 2>&1 | tail -6
 # Matmul from DRAM (14336 x 4096, copies rotated past the L3), decode batches.
 for t in Q4_K Q6_K Q8_0 Q5_0; do bin/kt-bench matmul --type $t --batch 1 2>&1 | grep -E "^ +$t"; done
 bin/kt-bench matmul --type Q4_K --batch 8 2>&1 | grep -E "^ +Q4_K"
+bin/kt-bench moe --model deepseek-v2-lite 2>&1 | tail -5 | head -4
+bin/kt-bench moe --model deepseek-v3 2>&1 | tail -5 | head -4
 bin/kt-bench e2e plans/v2lite-cpu.ktp --prompt 512 --gen 64 --profile 2>&1 | tee e2e.txt | head -24

@@ -1,0 +1,184 @@
+// kt-bench moe: one MoE layer of a real model's shape (random valid blocks),
+// run through the registry's cpu.moe_experts as a plan runs it: decode (one
+// token, experts chosen uniformly at random, so each step reads new experts)
+// in GB/s of expert weights against the DRAM triad, and prefill (128, 512,
+// 2048 tokens) in TFLOP/s against oneDNN's BF16 GEMM on the same shapes.
+#include <algorithm>
+#include <cmath>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kernels/kernel.h"
+#include "kernels/random_blocks.h"
+#include "kernels/registry.h"
+#include "runtime/thread_pool.h"
+#include "tools/kt-bench/machine_limits.h"
+
+namespace kt::bench {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Shape {
+  const char* name;
+  int64_t n_embd, n_ff, n_expert, n_used;
+  GgmlType gate_up, down;  // llama.cpp's Q4_K_M choice for these widths
+};
+
+// Q4_K_M: Q4_K gate/up; down Q6_K in "more bits" layers, else Q4_K; rows not a
+// multiple of 256 fall back to Q5_0 (for Q4_K) and Q8_0 (for Q6_K).
+const Shape kShapes[] = {
+    {"deepseek-v2-lite", 2048, 1408, 64, 6, GgmlType::Q4_K, GgmlType::Q5_0},
+    {"deepseek-v3", 7168, 2048, 256, 8, GgmlType::Q4_K, GgmlType::Q4_K},
+    {"qwen2-57b-a14b", 3584, 2560, 64, 8, GgmlType::Q4_K, GgmlType::Q4_K},
+    {"mixtral-8x7b", 4096, 14336, 8, 2, GgmlType::Q4_K, GgmlType::Q4_K},
+};
+
+struct Layer {
+  std::vector<uint8_t> gate, up, down;
+  kern::WeightView w[3];
+};
+
+kern::WeightView view(const std::vector<uint8_t>& bytes, GgmlType t, int64_t n_in, int64_t n_out, int64_t n_mat,
+                      const char* name) {
+  kern::WeightView v;
+  v.data = v.host = bytes.data();
+  v.type = t;
+  v.name = name;
+  v.ne[0] = n_in;
+  v.ne[1] = n_out;
+  v.ne[2] = n_mat;
+  v.nb[0] = type_traits(t).type_size;
+  v.nb[1] = type_traits(t).row_bytes(n_in);
+  v.nb[2] = v.nb[1] * uint64_t(n_out);
+  v.nb[3] = v.nb[2] * uint64_t(n_mat);
+  return v;
+}
+
+std::unique_ptr<Layer> make_layer(const Shape& s) {
+  auto L = std::make_unique<Layer>();
+  SplitMix64 rng(7);
+  auto fill = [&](std::vector<uint8_t>& b, GgmlType t, int64_t n_in, int64_t n_out) {
+    b.resize(size_t(type_traits(t).row_bytes(n_in) * uint64_t(n_out * s.n_expert)));
+    fill_random_blocks(t, b.data(), b.size(), rng);
+  };
+  fill(L->gate, s.gate_up, s.n_embd, s.n_ff);
+  fill(L->up, s.gate_up, s.n_embd, s.n_ff);
+  fill(L->down, s.down, s.n_ff, s.n_embd);
+  L->w[0] = view(L->gate, s.gate_up, s.n_embd, s.n_ff, s.n_expert, "gate_exps");
+  L->w[1] = view(L->up, s.gate_up, s.n_embd, s.n_ff, s.n_expert, "up_exps");
+  L->w[2] = view(L->down, s.down, s.n_ff, s.n_embd, s.n_expert, "down_exps");
+  return L;
+}
+
+// Seconds per call of cpu.moe_experts over n tokens (best of reps), routing
+// uniformly at random with a new draw every call.
+double time_moe(const Shape& s, const Layer& L, ThreadPool& pool, int64_t n, int reps) {
+  kern::CallSpec spec;
+  spec.kernel = "cpu.moe_experts";
+  spec.in = {{GgmlType::F32, s.n_embd, n}, {GgmlType::I32, s.n_used, n}, {GgmlType::F32, s.n_used, n}};
+  spec.out = {{GgmlType::F32, s.n_embd, n}};
+  spec.weights = {L.w[0], L.w[1], L.w[2]};
+  std::string error;
+  auto k = kern::find_kernel("cpu.moe_experts")->make(spec, &error);
+  if (!k) {
+    std::fprintf(stderr, "kt-bench moe: %s\n", error.c_str());
+    std::exit(1);
+  }
+  std::vector<float> x(size_t(n * s.n_embd)), w(size_t(n * s.n_used), 1.0f / float(s.n_used)),
+      y(size_t(n * s.n_embd));
+  std::vector<int32_t> ids(size_t(n * s.n_used));
+  SplitMix64 rng(11);
+  for (float& v : x) v = 2 * rng.uniform() - 1;
+  std::vector<int32_t> pos(static_cast<size_t>(n)), slot(static_cast<size_t>(n), 0), tok(static_cast<size_t>(n), 0);
+  for (int64_t t = 0; t < n; ++t) pos[size_t(t)] = int32_t(t);
+  kern::Step step{n, tok.data(), pos.data(), slot.data(), 0, nullptr};
+  kern::Act in[3] = {{x.data(), GgmlType::F32, s.n_embd, n, n},
+                     {ids.data(), GgmlType::I32, s.n_used, n, n},
+                     {w.data(), GgmlType::F32, s.n_used, n, n}};
+  kern::Act out[1] = {{y.data(), GgmlType::F32, s.n_embd, n, n}};
+  kern::CallArgs a;
+  a.in = in;
+  a.out = out;
+  a.weights = spec.weights;
+  a.step = &step;
+  a.par = &pool;
+  double best = 1e30;
+  for (int r = 0; r < reps + 1; ++r) {
+    for (int64_t t = 0; t < n; ++t)  // distinct experts per token
+      for (int64_t k2 = 0; k2 < s.n_used; ++k2) {
+        int32_t e;
+        do e = int32_t(rng.next() % uint64_t(s.n_expert));
+        while (std::find(&ids[size_t(t * s.n_used)], &ids[size_t(t * s.n_used + k2)], e) !=
+               &ids[size_t(t * s.n_used + k2)]);
+        ids[size_t(t * s.n_used + k2)] = e;
+      }
+    const auto t0 = Clock::now();
+    k->run(a);
+    const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (r > 0) best = std::min(best, dt);  // the first call pages the weights in
+  }
+  return best;
+}
+
+}  // namespace
+
+int run_moe_bench(int argc, char** argv) {
+  std::string only;
+  int threads = 0;
+  bool quick = false;
+  for (int i = 0; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--model" && i + 1 < argc) only = argv[++i];
+    else if (a == "--threads" && i + 1 < argc) threads = std::atoi(argv[++i]);
+    else if (a == "--quick") quick = true;
+    else {
+      std::fprintf(stderr, "usage: kt-bench moe [--model deepseek-v2-lite|deepseek-v3|qwen2-57b-a14b|mixtral-8x7b] "
+                           "[--threads N] [--quick]\n");
+      return 2;
+    }
+  }
+  ThreadPool pool(threads);
+  const TriadResult triad = measure_triad(uint64_t(quick ? 1 : 3) << 30, pool.n_threads(), 3);
+  std::printf("cpu: %s, %d threads; DRAM triad %.1f GB/s\n", cpu_description().c_str(), pool.n_threads(), triad.gbps);
+  std::printf("%-18s %8s %10s %10s %12s %12s %10s\n", "model", "tokens", "ms", "GB/s", "of triad", "TFLOP/s",
+              "oneDNN bf16");
+  nlohmann::json j = {{"triad_gbps", triad.gbps}, {"threads", pool.n_threads()}, {"moe", nlohmann::json::array()}};
+  for (const Shape& s : kShapes) {
+    if (!only.empty() && only != s.name) continue;
+    auto L = make_layer(s);
+    const double expert_bytes = double(L->gate.size() + L->up.size() + L->down.size()) / double(s.n_expert);
+    for (int64_t n : {int64_t(1), int64_t(128), int64_t(512), int64_t(2048)}) {
+      if (quick && n > 128) continue;
+      const double sec = time_moe(s, *L, pool, n, n == 1 ? 20 : 3);
+      // Bytes: the distinct experts one call reads (all of them once n*n_used >> n_expert).
+      const double distinct = double(s.n_expert) * (1.0 - std::pow(1.0 - double(s.n_used) / double(s.n_expert), double(n)));
+      const double gbps = distinct * expert_bytes / sec / 1e9;
+      const double flops = 2.0 * 3.0 * double(s.n_embd) * double(s.n_ff) * double(n * s.n_used);
+      char dnnl[32] = "-";
+      double dnnl_tflops = 0;
+      if (n >= 128) {  // the same FLOPs as one BF16 GEMM per expert over its tokens
+        const int64_t m = std::max<int64_t>(1, n * s.n_used / s.n_expert);
+        const GemmResult g = measure_gemm_onednn(m, s.n_ff, s.n_embd, true, 3);
+        dnnl_tflops = g.tflops;
+        std::snprintf(dnnl, sizeof dnnl, "%.2f", g.tflops);
+      }
+      std::printf("%-18s %8lld %10.3f %10.1f %11.0f%% %12.3f %10s\n", s.name, (long long)n, sec * 1e3, gbps,
+                  100.0 * gbps / triad.gbps, flops / sec / 1e12, dnnl);
+      j["moe"].push_back({{"model", s.name}, {"tokens", n}, {"ms", sec * 1e3}, {"gbps", gbps},
+                          {"tflops", flops / sec / 1e12}, {"onednn_bf16_tflops", dnnl_tflops}});
+    }
+  }
+  std::printf("%s\n", j.dump().c_str());
+  return 0;
+}
+
+}  // namespace kt::bench
