@@ -1,17 +1,77 @@
 #!/usr/bin/env bash
 # Builds, here, what the device machine (H100 + Xeon with AMX, no MLIR) runs: the
-# runtime world with CUDA for sm_90a, cudart linked statically, and packs the test
-# and benchmark binaries into out/device/bin. Then, with the device tool:
+# runtime world with CUDA for sm_90a, cudart linked statically, and packs into
+# out/device:
+#   bin.tar.xz   the test and benchmark binaries (and the .so files they need
+#                beyond glibc/libstdc++), xz-compressed: the binaries are ~200 MB,
+#                far more than a device call carries; device-run.sh unpacks them.
+#   plans/       GPU plans for the end-to-end test (cuda_plan_e2e_test), compiled
+#                here by kt-compile (build/release, or $KT_COMPILE): hybrid rules
+#                (experts on the CPU) and all-gpu rules, <model>@<config>.ktp.
+#   models/      quantized reference models from ../shared/models ($KT_PACK_MODELS),
+#                with their llama.cpp logits, for those plans.
+# Then, with the device tool:
 #   run  command="bash scripts/device-run.sh"  carry=["out/device"]
+# Environment: KT_JOBS (build jobs), KT_PACK (regex of binaries to pack, default
+# all), KT_PACK_MODELS (space-separated model stems, "" for none).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cmake --preset device >/dev/null
 cmake --build --preset device -j "${KT_JOBS:-$(nproc)}"
-rm -rf out/device && mkdir -p out/device/bin
+rm -rf out/device && mkdir -p out/device
+stage=build/device-pack
+rm -rf "$stage" && mkdir -p "$stage/bin"
 # Every test binary (GPU and CPU units: the AMX paths are tested there) and tool.
-find build/device/bin -maxdepth 1 -type f -executable -exec cp {} out/device/bin/ \;
+find build/device/bin -maxdepth 1 -type f -executable | while read -r b; do
+  if [[ -z "${KT_PACK:-}" || "$(basename "$b")" =~ ${KT_PACK} ]]; then cp "$b" "$stage/bin/"; fi
+done
+strip --strip-unneeded "$stage"/bin/* 2>/dev/null || true
 # Shared libraries the binaries need beyond glibc/libstdc++ travel with them.
-for b in out/device/bin/*; do
+for b in "$stage"/bin/*; do
   ldd "$b" | awk '/=> \// {print $3}' | grep -vE 'libc\.so|libm\.so|libstdc\+\+|libgcc_s|ld-linux|libpthread|libdl|librt' || true
-done | sort -u | while read -r lib; do cp -L "$lib" out/device/bin/; done
+done | sort -u | while read -r lib; do cp -L "$lib" "$stage/bin/"; done
+# One xz stream with a dictionary larger than all binaries together: each carries
+# the same CUDA kernels, stored once (~250 MB of binaries -> under 20 MB).
+tar -C "$stage" -cf - bin | xz -T1 -9 --lzma2=dict=192MiB > out/device/bin.tar.xz
+
+# Plans for the GPU end-to-end test. A plan names its GGUF relative to itself,
+# so the models stay where the device machine will find them: test/data (part
+# of the tree) or out/device/models.
+compile=${KT_COMPILE:-build/release/bin/kt-compile}
+if [ -x "$compile" ]; then
+  mkdir -p out/device/plans
+  plan() {  # model-path config rules [extra args...]
+    local gguf=$1 cfg=$2 rules=$3; shift 3
+    "$compile" "$gguf" "$rules" --kv-type f32 --ctx 512 "$@" -o "out/device/plans/$(basename "$gguf" .gguf)@$cfg.ktp"
+  }
+  d=test/data
+  plan $d/tiny-dsv3-F32.gguf hybrid rules/deepseek-v3-hybrid.yaml
+  plan $d/tiny-dsv3-F32.gguf all-gpu-absorbed rules/all-gpu.yaml --mla absorbed
+  plan $d/tiny-dsv3-F32.gguf all-gpu-decompressed rules/all-gpu.yaml --mla decompressed
+  plan $d/tiny-qwen2moe-F32.gguf hybrid rules/qwen2-moe-hybrid.yaml
+  plan $d/tiny-qwen2moe-F32.gguf all-gpu rules/all-gpu.yaml
+  plan $d/tiny-mixtral-F32.gguf hybrid rules/mixtral-hybrid.yaml
+  plan $d/tiny-mixtral-F32.gguf all-gpu rules/all-gpu.yaml
+  plan $d/tiny-llama-F32.gguf all-gpu rules/all-gpu.yaml
+  shared=../shared/models
+  if [ -f "$shared/index.json" ]; then
+    mkdir -p out/device/models/ref
+    cp "$shared/index.json" out/device/models/
+    for m in ${KT_PACK_MODELS-tiny-dsv3-Q4_K_M tiny-dsv3-IQ4_XS}; do
+      [ -f "$shared/$m.gguf" ] || continue
+      cp "$shared/$m.gguf" out/device/models/
+      cp "$shared"/ref/"$m".* out/device/models/ref/
+      case $m in
+        tiny-ds*) plan out/device/models/$m.gguf hybrid rules/deepseek-v3-hybrid.yaml
+                  plan out/device/models/$m.gguf all-gpu rules/all-gpu.yaml ;;
+        tiny-qwen2moe*) plan out/device/models/$m.gguf hybrid rules/qwen2-moe-hybrid.yaml
+                        plan out/device/models/$m.gguf all-gpu rules/all-gpu.yaml ;;
+        *) plan out/device/models/$m.gguf all-gpu rules/all-gpu.yaml ;;
+      esac
+    done
+  fi
+  echo "compiled $(ls out/device/plans | wc -l) GPU plans"
+else
+  echo "no kt-compile at $compile: no GPU plans (cuda_plan_e2e_test will skip)"
+fi
 du -sh out/device | awk '{print "packed " $1 " in out/device"}'

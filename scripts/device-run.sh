@@ -1,24 +1,57 @@
 #!/usr/bin/env bash
-# Runs on the device machine, from the root of the carried tree: every packed test
-# binary, then a short table (one line per binary) as the last thing printed.
+# Runs on the device machine, from the root of the carried tree (out/device from
+# scripts/device-pack.sh): unpacks the binaries, runs every packed test binary
+# whose name matches REGEX (default: all), each under a time limit, then prints
+# a short table (one line per binary) and, last, the GPU benchmark's table.
+#   bash scripts/device-run.sh [REGEX]
+# Environment: KT_TEST_TIMEOUT (seconds per binary, default 300). With $OUT set
+# (the device tool), the benchmark table is also copied there.
 set -u
 cd "$(dirname "$0")/.."
+filter=${1:-}
+if [ -f out/device/bin.tar.xz ] && [ ! -d out/device/bin ]; then
+  tar -C out/device -xJf out/device/bin.tar.xz
+fi
 export LD_LIBRARY_PATH="$PWD/out/device/bin:${LD_LIBRARY_PATH:-}"
-nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
 lscpu | grep -E 'Model name|^CPU\(s\)' | sed 's/^/cpu: /'
 grep -o -E 'amx_(bf16|int8|tile)|avx512_bf16|avx512_fp16|avx512_vnni' /proc/cpuinfo | sort -u | tr '\n' ' ' | sed 's/^/cpu flags: /'; echo
+rm -f out/device/bench.txt
 table=()
 fail=0
 for t in out/device/bin/*_test; do
   name=$(basename "$t")
-  out=$("$t" --gtest_brief=1 2>&1); rc=$?
-  echo "$out" | tail -n 20
+  [[ -n "$filter" && ! "$name" =~ $filter ]] && continue
+  start=$(date +%s)
+  out=$(timeout "${KT_TEST_TIMEOUT:-300}" "$t" --gtest_brief=1 2>&1); rc=$?
+  secs=$(( $(date +%s) - start ))
+  # GPU tests print their own summaries (worst errors, plans); show them whole.
+  if [[ "$name" == cuda_* ]]; then echo "$out" | grep -v '^\[==========\]\|^\[  PASSED  \]' ; else echo "$out" | tail -n 20; fi
   passed=$(echo "$out" | grep -oE '\[  PASSED  \] [0-9]+' | grep -oE '[0-9]+$' || echo 0)
   skipped=$(echo "$out" | grep -oE '\[  SKIPPED \] [0-9]+' | grep -oE '[0-9]+$' || echo 0)
+  failed=$(echo "$out" | grep -oE '\[  FAILED  \] [0-9]+ test' | grep -oE '[0-9]+' || echo 0)
+  # A crash (signal) or a timeout hides the tests after it: run each test of
+  # the binary alone, synchronizing after every kernel, to name the culprit.
+  if [ $rc -ge 124 ]; then
+    echo "== $name stopped (status $rc): each test alone, KT_CUDA_SYNC=1 =="
+    for tc in $("$t" --gtest_list_tests | awk '/^[^ ]/ {s=$1} /^  / {print s $1}'); do
+      o=$(KT_CUDA_SYNC=1 timeout 60 "$t" --gtest_brief=1 --gtest_filter="$tc" 2>&1); r=$?
+      [ $r -ne 0 ] && { echo "-- $tc: status $r"; echo "$o" | tail -n 8; }
+    done
+  fi
   [ $rc -ne 0 ] && fail=1
-  table+=("$(printf '%-28s %-6s passed %-4s skipped %-4s' "$name" "$([ $rc -eq 0 ] && echo ok || echo FAIL)" "$passed" "$skipped")")
+  status=ok
+  [ $rc -eq 124 ] && status=TIMEOUT
+  [ $rc -ne 0 ] && [ $rc -ne 124 ] && status=FAIL
+  table+=("$(printf '%-28s %-7s passed %-4s failed %-3s skipped %-4s %4ss' "$name" "$status" "$passed" "$failed" "$skipped" "$secs")")
 done
 echo
 echo "== device summary =="
 printf '%s\n' "${table[@]}"
+if [ -f out/device/bench.txt ]; then
+  echo
+  echo "== GPU benchmark =="
+  cat out/device/bench.txt
+  [ -n "${OUT:-}" ] && cp out/device/bench.txt "$OUT/" 2>/dev/null
+fi
 exit $fail

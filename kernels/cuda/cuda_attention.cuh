@@ -1,0 +1,69 @@
+// Split-K ("flash-decoding") attention over a KV cache, shared by cuda.attention
+// (grouped-query heads over a K/V cache) and cuda.mla_attention* (all heads
+// over MLA's latent cache, in absorbed form).
+//
+// A block takes one token, GH query heads that read the same keys, and one
+// split of the token's keys (positions 0..pos); splits let a single decode
+// token fill the GPU. Keys go through shared memory 32 at a time: scores for
+// GH heads x 32 keys (float4 dot products, each thread 4 heads x 1 key over a
+// slice of the head dims), an online softmax per head (running max and sum),
+// then acc[head][c] += p * V[key][c] with each thread owning 4 value columns of
+// HPT heads, so one read of V serves HPT heads. With one split the block
+// writes the normalized output; with several it writes (max, sum, acc) and a
+// combine pass merges them. float32 throughout.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/type_traits.h"
+
+namespace kt::cuda {
+
+struct AttnArgs {
+  // Queries: token t, head h at q + t * q_stride + h * q_head_stride; dk values.
+  const float* q = nullptr;
+  int64_t q_stride = 0, q_head_stride = 0;
+  int dk = 0;
+  int dv = 0;
+  int n_heads = 0;     // H
+  int group = 1;       // query heads per KV head (GQA); MLA: all H share the latents
+  int gh = 1;          // heads per block
+  float scale = 1.0f;  // kq_scale
+  // Keys and values: the cache of one layer (E elements), rows [slot][n_ctx].
+  const void* k = nullptr;  // GQA: K cache; MLA: latent cache (r = dv values)
+  const void* v = nullptr;  // GQA: V cache; MLA: rope-key cache (dk - dv values)
+  int64_t k_cols = 0, v_cols = 0, n_ctx = 0;
+  bool vec = false;      // 16-byte aligned rows: vector loads
+  int round_kv = 0;      // GQA: 1 = q, K, V rounded to F16 (ggml's F16 cache)
+  int round_lat = 0;     // MLA: 0 none, 1 F16, 2 BF16, 3 Q8_0 blocks, 4 Q8_K blocks
+  const int32_t* pos = nullptr;   // device, per token
+  const int32_t* slot = nullptr;  // device, per token
+  int tiles_per_split = 1;
+  int n_split = 1;
+  // Output: normalized rows out + t * out_stride + h * out_head_stride (n_split 1),
+  // or partials [t][h][split][dv + 2] (m, l, acc).
+  float* out = nullptr;
+  int64_t out_stride = 0, out_head_stride = 0;
+  float* partial = nullptr;
+};
+
+// Launches the split kernel (and the combine when n_split > 1) for n_tokens
+// tokens on `stream`. cache_type: F32, F16 or BF16. mla: keys are [latent,
+// rope key] rows, values the latents.
+void launch_attention(const AttnArgs& a, GgmlType cache_type, bool mla, int64_t n_tokens, void* stream);
+
+// Shared memory the kernel needs for these shapes (bytes).
+size_t attention_smem(const AttnArgs& a, bool mla);
+// Heads per block and per thread for dv value columns and `need` heads that
+// share keys (the GQA group, or all MLA heads): gh heads per block.
+int attention_heads_per_block(int dv, int need, bool divides);
+
+// Chooses a.n_split and a.tiles_per_split: enough blocks to fill the GPU
+// twice over (sms multiprocessors), whole tiles of 32 keys per split, at most
+// max_partial_floats of partials.
+void plan_splits(AttnArgs& a, int64_t n_tokens, int max_pos, int sms, uint64_t max_partial_floats);
+// Partials (floats) plan_splits can ask for with these shapes.
+uint64_t partial_floats_bound(int n_heads, int gh, int dv, int sms);
+
+}  // namespace kt::cuda

@@ -1,0 +1,76 @@
+// Device helpers every CUDA kernel file shares: unaligned little-endian loads
+// of ggml block fields, the float roundings of ggml's CPU backend (so GPU
+// kernels compute what kernels/cpu/ops_ref.h defines), warp reductions.
+//
+// Rounding: nvcc contracts a * b + c into one FMA by default; where a CPU
+// reference rounds the product first (x86-64 without -mfma never fuses), the
+// kernels spell the operations with __fmul_rn / __fadd_rn so the bits agree.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace kt::cuda {
+
+// ---- loads ------------------------------------------------------------------
+
+__device__ __forceinline__ float f16_bits(uint16_t b) { return __half2float(__ushort_as_half(b)); }
+__device__ __forceinline__ float bf16_bits(uint16_t b) { return __uint_as_float(uint32_t(b) << 16); }
+
+// A 2-byte-aligned little-endian u16 / u32 (ggml blocks of 18, 22, 34 or 210
+// bytes keep only 2-byte alignment for the blocks after the first).
+__device__ __forceinline__ uint16_t ld_u16(const uint8_t* p) { return *reinterpret_cast<const uint16_t*>(p); }
+__device__ __forceinline__ uint32_t ld_u32_a2(const uint8_t* p) {
+  const uint16_t* q = reinterpret_cast<const uint16_t*>(p);
+  return uint32_t(q[0]) | (uint32_t(q[1]) << 16);
+}
+__device__ __forceinline__ uint32_t ld_u32(const uint8_t* p) { return *reinterpret_cast<const uint32_t*>(p); }
+__device__ __forceinline__ float ld_f16(const uint8_t* p) { return f16_bits(ld_u16(p)); }
+
+// ---- roundings of ggml's CPU backend ------------------------------------------
+
+__device__ __forceinline__ float round_f16(float x) { return __half2float(__float2half_rn(x)); }
+__device__ __forceinline__ float round_bf16(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
+
+// ---- reductions -------------------------------------------------------------
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ double warp_sum(double v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__device__ __forceinline__ int warp_sum(int v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// Sum over a block of blockDim.x threads (a multiple of 32, at most 1024);
+// every thread gets the result. scratch: 32 values of shared memory.
+template <class T>
+__device__ __forceinline__ T block_sum(T v, T* scratch) {
+  v = warp_sum(v);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
+  __syncthreads();  // scratch may still be read by a previous call
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < n_warps ? scratch[lane] : T(0);
+  return warp_sum(v);
+}
+
+__host__ __device__ constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace kt::cuda

@@ -1,0 +1,171 @@
+// The "cuda" DeviceApi (kernels/device.h) over the CUDA runtime: device memory,
+// pinned host memory, streams as queues, events. Every failure is one line that
+// names the CUDA error (and, for an allocation, the bytes asked and free).
+// Without a driver or a GPU, count() is 0: nothing is printed, nothing aborts.
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "kernels/cuda/cuda_context.h"
+#include "kernels/cuda/cuda_kernels.h"
+
+namespace kt::kern {
+
+namespace {
+
+using cuda::error_text;
+
+bool fail(std::string* error, const std::string& what, cudaError_t e) {
+  cudaGetLastError();  // clear the sticky-free error state for the next call
+  if (error) *error = what + ": " + error_text(int(e));
+  return false;
+}
+
+class CudaDevice final : public DeviceApi {
+ public:
+  std::string_view kind() const override { return "cuda"; }
+
+  int count() const override {
+    static const int n = [] {
+      int c = 0;
+      if (cudaGetDeviceCount(&c) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+      }
+      return c;
+    }();
+    return n;
+  }
+
+  std::string name(int index) const override {
+    cudaDeviceProp p{};
+    if (cudaGetDeviceProperties(&p, index) != cudaSuccess) {
+      cudaGetLastError();
+      return "cuda:" + std::to_string(index);
+    }
+    return p.name;
+  }
+
+  bool mem_info(int index, uint64_t* free_bytes, uint64_t* total_bytes) const override {
+    if (cudaSetDevice(index) != cudaSuccess) return fail(nullptr, "", cudaGetLastError());
+    size_t f = 0, t = 0;
+    const cudaError_t e = cudaMemGetInfo(&f, &t);
+    if (e != cudaSuccess) return fail(nullptr, "", e);
+    *free_bytes = f;
+    *total_bytes = t;
+    return true;
+  }
+
+  void* alloc(int index, uint64_t bytes, std::string* error) override {
+    cudaError_t e = cudaSetDevice(index);
+    if (e != cudaSuccess) {
+      fail(error, "cudaSetDevice(" + std::to_string(index) + ")", e);
+      return nullptr;
+    }
+    void* p = nullptr;
+    e = cudaMalloc(&p, bytes ? bytes : 1);
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      size_t f = 0, t = 0;
+      cudaMemGetInfo(&f, &t);
+      *error = "cudaMalloc of " + std::to_string(bytes) + " bytes on cuda:" + std::to_string(index) + ": " +
+               error_text(int(e)) + ", " + std::to_string(f) + " bytes free of " + std::to_string(t);
+      return nullptr;
+    }
+    return p;
+  }
+
+  void free(int index, void* p) override {
+    if (!p) return;
+    cudaSetDevice(index);
+    cudaFree(p);
+  }
+
+  bool memset_zero(int index, void* p, uint64_t bytes, std::string* error) override {
+    cudaError_t e = cudaSetDevice(index);
+    if (e == cudaSuccess) e = cudaMemsetAsync(p, 0, bytes, nullptr);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(nullptr);
+    return e == cudaSuccess || fail(error, "cudaMemset of " + std::to_string(bytes) + " bytes", e);
+  }
+
+  bool pin(void* p, uint64_t bytes, std::string* error) override {
+    // Portable: every GPU of the process may copy from and to it.
+    const cudaError_t e = cudaHostRegister(p, bytes, cudaHostRegisterPortable);
+    return e == cudaSuccess || fail(error, "cudaHostRegister of " + std::to_string(bytes) + " bytes", e);
+  }
+
+  void unpin(void* p) override {
+    if (p && cudaHostUnregister(p) != cudaSuccess) cudaGetLastError();
+  }
+
+  void* create_queue(int index, std::string* error) override {
+    cudaError_t e = cudaSetDevice(index);
+    cudaStream_t s = nullptr;
+    // Non-blocking: the legacy default stream (used by synchronous copies)
+    // does not serialize with it.
+    if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    if (e != cudaSuccess) {
+      fail(error, "cudaStreamCreate on cuda:" + std::to_string(index), e);
+      return nullptr;
+    }
+    return s;
+  }
+
+  void destroy_queue(int index, void* queue) override {
+    cudaSetDevice(index);
+    cudaStreamDestroy(static_cast<cudaStream_t>(queue));
+  }
+
+  bool sync(void* queue, std::string* error) override {
+    const cudaError_t e = cudaStreamSynchronize(static_cast<cudaStream_t>(queue));
+    return e == cudaSuccess || fail(error, "cudaStreamSynchronize", e);
+  }
+
+  bool copy(void* dst, const void* src, uint64_t bytes, void* queue, std::string* error) override {
+    const cudaError_t e = queue ? cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(queue))
+                                : cudaMemcpy(dst, src, bytes, cudaMemcpyDefault);
+    return e == cudaSuccess || fail(error, "cudaMemcpy of " + std::to_string(bytes) + " bytes", e);
+  }
+
+  void* record_event(void* queue, std::string* error) override {
+    auto s = static_cast<cudaStream_t>(queue);
+    // The event must belong to the queue's device.
+    int dev = 0;
+    cudaError_t e = cudaStreamGetDevice(s, &dev);
+    if (e == cudaSuccess) e = cudaSetDevice(dev);
+    cudaEvent_t ev = nullptr;
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+    if (e == cudaSuccess) e = cudaEventRecord(ev, s);
+    if (e != cudaSuccess) {
+      if (ev) cudaEventDestroy(ev);
+      fail(error, "cudaEventRecord", e);
+      return nullptr;
+    }
+    return ev;
+  }
+
+  bool event_done(void* event) override {
+    const cudaError_t e = cudaEventQuery(static_cast<cudaEvent_t>(event));
+    if (e == cudaErrorNotReady) return false;
+    if (e != cudaSuccess) cudaGetLastError();
+    return true;  // done, or failed: wait_event reports the error
+  }
+
+  bool wait_event(void* event, std::string* error) override {
+    const cudaError_t e = cudaEventSynchronize(static_cast<cudaEvent_t>(event));
+    return e == cudaSuccess || fail(error, "cudaEventSynchronize", e);
+  }
+
+  void release_event(void* event) override {
+    if (event) cudaEventDestroy(static_cast<cudaEvent_t>(event));
+  }
+};
+
+}  // namespace
+
+DeviceApi* cuda_device_api() {
+  static CudaDevice api;
+  return &api;
+}
+
+}  // namespace kt::kern

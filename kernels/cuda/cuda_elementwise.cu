@@ -1,0 +1,281 @@
+// Row-wise CUDA kernels: embedding lookup, RMSNorm, sums and gates, output
+// row selection, and the copies between devices. Memory-bound and simple; they
+// reproduce the reference's float operations (double where ops_ref_basic.cpp
+// computes in double), so they match the CPU kernels to the last bit or two.
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_context.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/cuda_quant.cuh"
+#include "kernels/cuda/cuda_types.cuh"
+#include "kernels/kernel_bind.h"
+
+namespace kt::cuda {
+
+namespace {
+
+template <GgmlType T>
+__global__ void embed_rows(const uint8_t* __restrict__ table, uint64_t row_bytes, int64_t n,
+                           const int32_t* __restrict__ tokens, float* __restrict__ out) {
+  const int64_t t = blockIdx.x;
+  const uint8_t* row = table + uint64_t(tokens[t]) * row_bytes;
+  for (int64_t c = threadIdx.x; c < n; c += blockDim.x) out[t * n + c] = deq1<T>(row, c);
+}
+
+// One block per group of n values: y = x / sqrt(mean(x^2) + eps) * w, the sum
+// of squares in double as the reference takes it.
+__global__ void rms_norm_groups(const float* __restrict__ x, const float* __restrict__ w, int64_t n, float eps,
+                                float* y) {
+  __shared__ double red[32];
+  const int64_t g = blockIdx.x;
+  const float* xg = x + g * n;
+  double ss = 0.0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += double(xg[i]) * double(xg[i]);
+  ss = block_sum(ss, red);
+  const double inv = 1.0 / sqrt(ss / double(n) + double(eps));
+  float* yg = y + g * n;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const double v = double(xg[i]) * inv;
+    yg[i] = float(w ? v * double(w[i]) : v);
+  }
+}
+
+__device__ __forceinline__ float silu_ref(float x) { return float(double(x) / (1.0 + exp(-double(x)))); }
+__device__ __forceinline__ float sigmoid_ref(float x) { return float(1.0 / (1.0 + exp(-double(x)))); }
+
+__global__ void add_kernel(const float* a, const float* b, int64_t n, float* y) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = __fadd_rn(a[i], b[i]);
+}
+
+__global__ void silu_mul_kernel(const float* g, const float* u, int64_t n, float* y) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = float(double(silu_ref(g[i])) * double(u[i]));
+}
+
+__global__ void sigmoid_gate_add_kernel(const float* x, const float* s, const float* g, int64_t cols, int64_t n,
+                                        float* y) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = __fadd_rn(x[i], __fmul_rn(sigmoid_ref(g[i / cols]), s[i]));
+}
+
+// Row outputs[r] of x to row r of y, 4-byte words.
+__global__ void select_rows_kernel(const uint32_t* __restrict__ x, const int32_t* __restrict__ outputs,
+                                   int64_t words, uint32_t* __restrict__ y) {
+  const int64_t r = blockIdx.x;
+  const uint32_t* src = x + int64_t(outputs[r]) * words;
+  for (int64_t i = threadIdx.x; i < words; i += blockDim.x) y[r * words + i] = src[i];
+}
+
+unsigned blocks_for(int64_t n, int threads) { return unsigned(ceil_div(n, threads)); }
+
+}  // namespace
+
+}  // namespace kt::cuda
+
+namespace kt::kern {
+
+namespace {
+
+using cuda::blocks_for;
+
+class Embed final : public Kernel {
+ public:
+  explicit Embed(int device) : device_(device) {}
+  void run(const CallArgs& a) override {
+    cuda::use_device(device_);
+    const WeightView& w = a.weights[0];
+    const Act& y = a.out[0];
+    if (y.rows == 0) return;
+    const cuda::DeviceStep st = cuda::upload_step(*a.step, a.queue);
+    auto s = static_cast<cudaStream_t>(a.queue);
+    cuda::with_type(w.type, [&](auto tc) {
+      constexpr GgmlType T = decltype(tc)::value;
+      cuda::embed_rows<T><<<unsigned(y.rows), 256, 0, s>>>(w.bytes(), w.nb[1], y.cols, st.tokens, y.f32());
+    });
+    cuda::check_launch("cuda.embed", a.queue);
+  }
+
+ private:
+  int device_;
+};
+
+class RmsNorm final : public Kernel {
+ public:
+  RmsNorm(int device, int64_t group, float eps) : device_(device), group_(group), eps_(eps) {}
+  void run(const CallArgs& a) override {
+    cuda::use_device(device_);
+    const Act &x = a.in[0], &y = a.out[0];
+    const int64_t groups = x.rows * (x.cols / group_);
+    if (groups == 0) return;
+    const int threads = group_ >= 1024 ? 256 : group_ >= 256 ? 128 : 32 * int(std::min<int64_t>(4, cuda::ceil_div(group_, 32)));
+    cuda::rms_norm_groups<<<unsigned(groups), threads, 0, static_cast<cudaStream_t>(a.queue)>>>(
+        x.f32(), a.weights[0].f32(), group_, eps_, y.f32());
+    cuda::check_launch("cuda.rms_norm", a.queue);
+  }
+
+ private:
+  int device_;
+  int64_t group_;
+  float eps_;
+};
+
+// add, silu_mul, sigmoid_gate_add: one thread per value.
+class Elementwise final : public Kernel {
+ public:
+  enum class Op { Add, SiluMul, SigmoidGateAdd };
+  Elementwise(int device, Op op) : device_(device), op_(op) {}
+  void run(const CallArgs& a) override {
+    cuda::use_device(device_);
+    const Act& x = a.in[0];
+    const int64_t n = x.rows * x.cols;
+    if (n == 0) return;
+    auto s = static_cast<cudaStream_t>(a.queue);
+    float* y = a.out[0].f32();
+    switch (op_) {
+      case Op::Add:
+        cuda::add_kernel<<<blocks_for(n, 256), 256, 0, s>>>(x.f32(), a.in[1].f32(), n, y);
+        break;
+      case Op::SiluMul:
+        cuda::silu_mul_kernel<<<blocks_for(n, 256), 256, 0, s>>>(x.f32(), a.in[1].f32(), n, y);
+        break;
+      case Op::SigmoidGateAdd:
+        cuda::sigmoid_gate_add_kernel<<<blocks_for(n, 256), 256, 0, s>>>(x.f32(), a.in[1].f32(), a.in[2].f32(),
+                                                                          x.cols, n, y);
+        break;
+    }
+    cuda::check_launch("cuda elementwise", a.queue);
+  }
+
+ private:
+  int device_;
+  Op op_;
+};
+
+class SelectRows final : public Kernel {
+ public:
+  explicit SelectRows(int device) : device_(device) {}
+  void run(const CallArgs& a) override {
+    cuda::use_device(device_);
+    const Act &x = a.in[0], &y = a.out[0];
+    if (a.step->n_outputs == 0) return;
+    const cuda::DeviceStep st = cuda::upload_step(*a.step, a.queue);
+    const int64_t words = x.cols * int64_t(type_traits(x.type).type_size) / 4;
+    cuda::select_rows_kernel<<<unsigned(a.step->n_outputs), 256, 0, static_cast<cudaStream_t>(a.queue)>>>(
+        static_cast<const uint32_t*>(x.data), st.outputs, words, static_cast<uint32_t*>(y.data));
+    cuda::check_launch("cuda.select_rows", a.queue);
+  }
+
+ private:
+  int device_;
+};
+
+// The step's rows of in[0] to out[0], on the queue (cudaMemcpyDefault: the
+// pointers say which way).
+class Copy final : public Kernel {
+ public:
+  Copy(int device, Transfer kind) : device_(device), kind_(kind) {}
+  void run(const CallArgs& a) override {
+    cuda::use_device(device_);
+    const Act &x = a.in[0], &y = a.out[0];
+    const uint64_t bytes = uint64_t(x.rows) * uint64_t(x.cols) * type_traits(x.type).type_size;
+    if (bytes == 0) return;
+    const cudaError_t e = cudaMemcpyAsync(y.data, x.data, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(a.queue));
+    if (e != cudaSuccess) cuda::check_launch("cuda copy", a.queue);
+  }
+  Transfer transfer() const override { return kind_; }
+  std::string_view impl() const override { return "cudaMemcpyAsync"; }
+
+ private:
+  int device_;
+  Transfer kind_;
+};
+
+bool on_gpu(Binder& b) { return b.check(b.spec().device >= 0, "a CUDA kernel needs a GPU device"); }
+
+bool same_shapes(Binder& b, size_t n_in) {
+  const CallSpec& s = b.spec();
+  if (!on_gpu(b) || !b.arity(n_in, 1, 0)) return false;
+  for (size_t k = 0; k < n_in; ++k) b.in_type(k, GgmlType::F32);
+  return b.out_cols(0, s.in[0].cols);
+}
+
+std::unique_ptr<Kernel> make_copy(const CallSpec& s, std::string* error, Kernel::Transfer kind) {
+  Binder b(s, error);
+  if (on_gpu(b) && b.arity(1, 1, 0)) {
+    b.out_cols(0, s.in[0].cols);
+    b.out_type(0, s.in[0].type);
+    b.check(s.out[0].max_rows >= s.in[0].max_rows, "output holds ", s.out[0].max_rows, " rows, input ",
+            s.in[0].max_rows);
+  }
+  return b.done(std::make_unique<Copy>(s.device, kind));
+}
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_cuda_embed(const CallSpec& s, std::string* error) {
+  Binder b(s, error);
+  if (on_gpu(b) && b.arity(0, 1, 1)) {
+    b.check(cuda::cuda_type(s.weights[0].type), "weight '", std::string(s.weights[0].name), "': type ",
+            std::string(type_name(s.weights[0].type)), " has no CUDA kernels");
+    b.weight_shape(0, s.out[0].cols, -1);
+    b.out_type(0, GgmlType::F32);
+  }
+  return b.done(std::make_unique<Embed>(s.device));
+}
+
+std::unique_ptr<Kernel> make_cuda_rms_norm(const CallSpec& s, std::string* error) {
+  Binder b(s, error);
+  if (!on_gpu(b) || !b.arity(1, 1, 1)) return nullptr;
+  const double eps = b.f("eps");
+  const int64_t group = b.i("group", s.in[0].cols);
+  b.check(group > 0 && s.in[0].cols % group == 0, "group ", group, " does not divide ", s.in[0].cols, " columns");
+  b.check(s.weights[0].type == GgmlType::F32, "weight '", std::string(s.weights[0].name), "' must be F32");
+  b.weight_shape(0, group);
+  b.in_type(0, GgmlType::F32);
+  b.out_cols(0, s.in[0].cols);
+  return b.done(std::make_unique<RmsNorm>(s.device, group, float(eps)));
+}
+
+std::unique_ptr<Kernel> make_cuda_add(const CallSpec& s, std::string* error) {
+  Binder b(s, error);
+  if (same_shapes(b, 2)) b.in_cols(1, s.in[0].cols);
+  return b.done(std::make_unique<Elementwise>(s.device, Elementwise::Op::Add));
+}
+
+std::unique_ptr<Kernel> make_cuda_silu_mul(const CallSpec& s, std::string* error) {
+  Binder b(s, error);
+  if (same_shapes(b, 2)) b.in_cols(1, s.in[0].cols);
+  return b.done(std::make_unique<Elementwise>(s.device, Elementwise::Op::SiluMul));
+}
+
+std::unique_ptr<Kernel> make_cuda_sigmoid_gate_add(const CallSpec& s, std::string* error) {
+  Binder b(s, error);
+  if (same_shapes(b, 3)) {
+    b.in_cols(1, s.in[0].cols);
+    b.in_cols(2, 1);
+  }
+  return b.done(std::make_unique<Elementwise>(s.device, Elementwise::Op::SigmoidGateAdd));
+}
+
+std::unique_ptr<Kernel> make_cuda_select_rows(const CallSpec& s, std::string* error) {
+  Binder b(s, error);
+  if (on_gpu(b) && b.arity(1, 1, 0)) {
+    b.out_cols(0, s.in[0].cols);
+    b.out_type(0, s.in[0].type);
+    b.check(type_traits(s.in[0].type).type_size * size_t(s.in[0].cols) % 4 == 0, "rows of ", s.in[0].cols,
+            " values are not whole 4-byte words");
+  }
+  return b.done(std::make_unique<SelectRows>(s.device));
+}
+
+std::unique_ptr<Kernel> make_cuda_upload(const CallSpec& s, std::string* error) {
+  return make_copy(s, error, Kernel::Transfer::Upload);
+}
+std::unique_ptr<Kernel> make_cuda_download(const CallSpec& s, std::string* error) {
+  return make_copy(s, error, Kernel::Transfer::Download);
+}
+std::unique_ptr<Kernel> make_cuda_peer_copy(const CallSpec& s, std::string* error) {
+  return make_copy(s, error, Kernel::Transfer::Peer);
+}
+
+}  // namespace kt::kern

@@ -1,0 +1,39 @@
+// The CUDA kernels a plan can call ("cuda.matmul", ...) and the "cuda" device
+// API. Each kernel computes what its "cpu." namesake computes (same inputs,
+// outputs, weights and params: kernels/cpu/README.md), with device pointers,
+// launched asynchronously on the call's queue; kernels/cuda/README.md says how
+// each is built and how close to the CPU reference it lands.
+// Plain C++: kernels/registry.cpp includes it when CUDA is built.
+#pragma once
+
+#include <span>
+
+#include "kernels/device.h"
+#include "kernels/registry.h"
+
+namespace kt::kern {
+
+std::span<const KernelEntry> cuda_kernels();
+DeviceApi* cuda_device_api();
+
+// Factories, one per kernel (kernels/cuda/cuda_*.cu).
+std::unique_ptr<Kernel> make_cuda_embed(const CallSpec&, std::string*);
+std::unique_ptr<Kernel> make_cuda_rms_norm(const CallSpec&, std::string*);
+std::unique_ptr<Kernel> make_cuda_add(const CallSpec&, std::string*);
+std::unique_ptr<Kernel> make_cuda_silu_mul(const CallSpec&, std::string*);
+std::unique_ptr<Kernel> make_cuda_sigmoid_gate_add(const CallSpec&, std::string*);
+std::unique_ptr<Kernel> make_cuda_select_rows(const CallSpec&, std::string*);
+std::unique_ptr<Kernel> make_cuda_matmul(const CallSpec&, std::string*);
+std::unique_ptr<Kernel> make_cuda_rope(const CallSpec&, std::string*);
+std::unique_ptr<Kernel> make_cuda_kv_store(const CallSpec&, std::string*);
+std::unique_ptr<Kernel> make_cuda_attention(const CallSpec&, std::string*);
+std::unique_ptr<Kernel> make_cuda_mla_cache_store(const CallSpec&, std::string*);
+std::unique_ptr<Kernel> make_cuda_mla_attention(const CallSpec&, std::string*);
+std::unique_ptr<Kernel> make_cuda_mla_attention_absorbed(const CallSpec&, std::string*);
+std::unique_ptr<Kernel> make_cuda_moe_gate(const CallSpec&, std::string*);
+std::unique_ptr<Kernel> make_cuda_moe_experts(const CallSpec&, std::string*);
+std::unique_ptr<Kernel> make_cuda_upload(const CallSpec&, std::string*);
+std::unique_ptr<Kernel> make_cuda_download(const CallSpec&, std::string*);
+std::unique_ptr<Kernel> make_cuda_peer_copy(const CallSpec&, std::string*);
+
+}  // namespace kt::kern

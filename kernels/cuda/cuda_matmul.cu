@@ -1,0 +1,606 @@
+// Matrix products with GGUF weights on the GPU (cuda_matmul.h) and the
+// cuda.matmul kernel.
+#include <mma.h>
+
+#include <algorithm>
+#include <type_traits>
+
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_context.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/cuda_matmul.h"
+#include "kernels/cuda/cuda_quant.cuh"
+#include "kernels/cuda/cuda_rounding.cuh"
+#include "kernels/cuda/cuda_types.cuh"
+#include "kernels/kernel_bind.h"
+
+namespace kt::cuda {
+
+namespace {
+
+constexpr int kRowsPerBlock = 4;  // one warp per output row
+constexpr uint64_t kAlign = 256;
+constexpr uint64_t kTileChunkBytes = 64ull << 20;  // fp16 W per tile pass
+
+uint64_t align_up(uint64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+
+// ---- vector paths -------------------------------------------------------------
+
+// One warp per output row o; up to NC token rows share each weight read.
+// ids (experts): block row y is pair p, its matrix ids[p], x row p / x_div.
+template <GgmlType T, int NC>
+__global__ void __launch_bounds__(32 * kRowsPerBlock)
+    mmv_int8(const uint8_t* __restrict__ W, uint64_t row_bytes, uint64_t mat_bytes, int64_t n_out, int64_t n_in,
+             const int8_t* __restrict__ xq, const float* __restrict__ xd, int n_tok, float* __restrict__ y,
+             int64_t ldy, const float* __restrict__ bias, const int32_t* __restrict__ ids, int64_t x_div) {
+  using Q = Q8Dot<T>;
+  constexpr int kAct = Q::kAct == ActBlocks::Q8_0 ? 32 : 256;
+  const int lane = threadIdx.x & 31;
+  const int64_t o = int64_t(blockIdx.x) * kRowsPerBlock + (threadIdx.x >> 5);
+  if (o >= n_out) return;
+  int64_t t0;
+  int nt;
+  if (ids) {
+    const int64_t p = blockIdx.y;
+    W += uint64_t(ids[p]) * mat_bytes;
+    t0 = p / x_div;
+    y += p * ldy;
+    nt = 1;
+  } else {
+    t0 = int64_t(blockIdx.y) * NC;
+    y += t0 * ldy;
+    nt = min(NC, n_tok - int(t0));
+  }
+  const uint8_t* row = W + uint64_t(o) * row_bytes;
+  const int8_t* xq0 = xq + t0 * n_in;
+  const float* xd0 = xd + t0 * (n_in / kAct);
+  float acc[NC];
+#pragma unroll
+  for (int t = 0; t < NC; ++t) acc[t] = 0.0f;
+  const int64_t n_chunks = (n_in / Q::kValues) * Q::kLanes;
+  // Several chunks' loads in flight per lane: decode is bound by the bytes a
+  // warp keeps in flight, not by arithmetic. Measured on an H100 (kernels/cuda/
+  // README.md): 4 chunks for the 256-value types (Q4_K 36% -> 49% of the copy
+  // bandwidth), 2 for the 32-value ones (4 costs Q8_0 registers: 72% -> 57%).
+  constexpr int kUnroll = Q::kValues == 256 ? 4 : 2;
+#pragma unroll(NC == 1 ? kUnroll : 2)
+  for (int64_t c = lane; c < n_chunks; c += 32) {
+    const int64_t b = c / Q::kLanes;
+    const int i = int(c % Q::kLanes);
+    const typename Q::W w = Q::load(row + b * Q::kBytes, i);
+    const int64_t v0 = b * Q::kValues;
+#pragma unroll
+    for (int t = 0; t < NC; ++t)
+      if (t < nt) acc[t] += Q::dot(w, i, xq0 + t * n_in + v0, xd0[t * (n_in / kAct) + v0 / kAct]);
+  }
+#pragma unroll
+  for (int t = 0; t < NC; ++t) {
+    const float s = warp_sum(acc[t]);
+    if (lane == 0 && t < nt) y[t * ldy + o] = bias ? s + bias[o] : s;
+  }
+}
+
+// V consecutive weights of a row from value i (V > 1: one 16-byte load).
+template <GgmlType T, int V>
+__device__ __forceinline__ void load_w(const uint8_t* row, int64_t i, float* w) {
+  if constexpr (V == 1) {
+    w[0] = deq1<T>(row, i);
+  } else if constexpr (T == GgmlType::F32) {
+    static_assert(V == 4);
+    const float4 v = *reinterpret_cast<const float4*>(row + 4 * i);
+    w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+  } else {
+    static_assert(V == 8 && (T == GgmlType::F16 || T == GgmlType::BF16));
+    const uint4 v = *reinterpret_cast<const uint4*>(row + 2 * i);
+    const uint32_t u[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      if constexpr (T == GgmlType::F16) {
+        w[2 * k] = f16_bits(uint16_t(u[k] & 0xFFFF));
+        w[2 * k + 1] = f16_bits(uint16_t(u[k] >> 16));
+      } else {
+        w[2 * k] = __uint_as_float(u[k] << 16);
+        w[2 * k + 1] = __uint_as_float(u[k] & 0xFFFF0000u);
+      }
+    }
+  }
+}
+
+// xround: 0 none, 1 F16, 2 BF16 (ggml's rounding of x for F16/BF16 weights).
+__device__ __forceinline__ float round_x(float v, int xround) {
+  return xround == 1 ? round_f16(v) : xround == 2 ? round_bf16(v) : v;
+}
+
+template <GgmlType T, int NC, int V>
+__global__ void __launch_bounds__(32 * kRowsPerBlock)
+    mmv_float(const uint8_t* __restrict__ W, uint64_t row_bytes, uint64_t mat_bytes, int64_t n_out, int64_t n_in,
+              const float* __restrict__ x, int64_t ldx, int n_tok, int xround, float* __restrict__ y, int64_t ldy,
+              const float* __restrict__ bias, const int32_t* __restrict__ ids, int64_t x_div) {
+  const int lane = threadIdx.x & 31;
+  const int64_t o = int64_t(blockIdx.x) * kRowsPerBlock + (threadIdx.x >> 5);
+  if (o >= n_out) return;
+  int64_t t0;
+  int nt;
+  if (ids) {
+    const int64_t p = blockIdx.y;
+    W += uint64_t(ids[p]) * mat_bytes;
+    t0 = p / x_div;
+    y += p * ldy;
+    nt = 1;
+  } else {
+    t0 = int64_t(blockIdx.y) * NC;
+    y += t0 * ldy;
+    nt = min(NC, n_tok - int(t0));
+  }
+  const uint8_t* row = W + uint64_t(o) * row_bytes;
+  const float* x0 = x + t0 * ldx;
+  float acc[NC];
+#pragma unroll
+  for (int t = 0; t < NC; ++t) acc[t] = 0.0f;
+#pragma unroll 2
+  for (int64_t i = int64_t(lane) * V; i < n_in; i += 32 * V) {
+    float w[V];
+    load_w<T, V>(row, i, w);
+#pragma unroll
+    for (int t = 0; t < NC; ++t) {
+      if (t >= nt) continue;
+      const float* xt = x0 + t * ldx + i;
+      float xv[V];
+      if constexpr (V % 4 == 0) {
+#pragma unroll
+        for (int k = 0; k < V; k += 4) {
+          const float4 f = *reinterpret_cast<const float4*>(xt + k);
+          xv[k] = f.x, xv[k + 1] = f.y, xv[k + 2] = f.z, xv[k + 3] = f.w;
+        }
+      } else {
+#pragma unroll
+        for (int k = 0; k < V; ++k) xv[k] = xt[k];
+      }
+#pragma unroll
+      for (int k = 0; k < V; ++k) acc[t] = fmaf(w[k], round_x(xv[k], xround), acc[t]);
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < NC; ++t) {
+    const float s = warp_sum(acc[t]);
+    if (lane == 0 && t < nt) y[t * ldy + o] = bias ? s + bias[o] : s;
+  }
+}
+
+// ---- tile path ------------------------------------------------------------------
+
+// n_rows x n_in weights to H [n_rows][k_pad], zero-padded: each thread 8
+// consecutive values (one block's, so their scales are read once) and one
+// 16-byte store.
+template <GgmlType T, class H>
+__global__ void dequant_to(const uint8_t* __restrict__ W, uint64_t row_bytes, int64_t n_in, int64_t k_pad,
+                           int64_t n_rows, H* __restrict__ out) {
+  const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;  // 8 values each
+  if (idx >= n_rows * (k_pad / 8)) return;
+  const int64_t r = idx / (k_pad / 8), k0 = 8 * (idx % (k_pad / 8));
+  const uint8_t* row = W + uint64_t(r) * row_bytes;
+  __align__(16) H v[8];
+#pragma unroll
+  for (int k = 0; k < 8; ++k) {
+    const float f = k0 + k < n_in ? deq1<T>(row, k0 + k) : 0.0f;
+    if constexpr (std::is_same_v<H, __half>)
+      v[k] = __float2half_rn(f);
+    else
+      v[k] = __float2bfloat16_rn(f);
+  }
+  *reinterpret_cast<uint4*>(out + r * k_pad + k0) = *reinterpret_cast<const uint4*>(v);
+}
+
+// Activations to the GEMM's element type, one block per row. mode: 0 float
+// (scaled), 1 F16 rounding (unscaled, as ggml), 2 BF16 (unscaled), 3 the
+// 8-bit rounding in xq/xd with blocks of `act` (scaled). Scaled rows are
+// multiplied by a power of two that puts their largest magnitude in
+// [2^14, 2^15): exact, and far from fp16's overflow and subnormals.
+template <class H>
+__global__ void __launch_bounds__(256) prep_x(const float* __restrict__ x, int64_t ldx, int64_t n_in, int64_t k_pad,
+                                              int mode, const int8_t* __restrict__ xq, const float* __restrict__ xd,
+                                              int act, H* __restrict__ out, float* __restrict__ inv_scale) {
+  __shared__ float red[32];
+  const int64_t r = blockIdx.x;
+  auto value = [&](int64_t i) -> float {
+    if (mode == 3) return xd[r * (n_in / act) + i / act] * float(xq[r * n_in + i]);
+    return x[r * ldx + i];
+  };
+  float s = 1.0f, inv = 1.0f;
+  if (mode == 0 || mode == 3) {
+    float m = 0.0f;
+    for (int64_t i = threadIdx.x; i < n_in; i += blockDim.x) m = fmaxf(m, fabsf(value(i)));
+    m = warp_max(m);
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
+    __syncthreads();
+    m = 0.0f;
+    for (int w = 0; w < int(blockDim.x >> 5); ++w) m = fmaxf(m, red[w]);
+    if (m > 0.0f && isfinite(m)) {
+      int e;
+      frexpf(m, &e);  // m = f 2^e, f in [0.5, 1)
+      s = ldexpf(1.0f, 15 - e);
+      inv = ldexpf(1.0f, e - 15);
+    }
+  }
+  for (int64_t i = threadIdx.x; i < k_pad; i += blockDim.x) {
+    const float v = i < n_in ? value(i) * s : 0.0f;
+    if constexpr (std::is_same_v<H, __half>)
+      out[r * k_pad + i] = __float2half_rn(v);
+    else
+      out[r * k_pad + i] = __float2bfloat16_rn(v);
+  }
+  if (threadIdx.x == 0) inv_scale[r] = inv;
+}
+
+// Y [N][ldy] (columns m of rows n) = inv_s[n] * (A [M][lda] . B [N][ldb]^T) + bias[m]:
+// 128 x 64 tiles, 8 warps of 32 x 32, k in steps of 32 (K a multiple of 32,
+// lda and ldb multiples of 8), the next k-tile loaded while this one multiplies.
+constexpr int kBM = 128, kBN = 64, kBK = 32, kLds = kBK + 8, kLdc = kBM + 4;
+constexpr size_t kGemmSmem = std::max<size_t>(2 * (kBM + kBN) * kLds * 2, size_t(kBN) * kLdc * 4);
+
+template <class H>
+__global__ void __launch_bounds__(256)
+    gemm_wmma(const H* __restrict__ A, int64_t lda, const H* __restrict__ B, int64_t ldb, int64_t M, int64_t N,
+              int64_t K, float* __restrict__ Y, int64_t ldy, const float* __restrict__ inv_s,
+              const float* __restrict__ bias) {
+  using namespace nvcuda;
+  __shared__ __align__(128) unsigned char smem[kGemmSmem];
+  H* As = reinterpret_cast<H*>(smem);   // [2][kBM][kLds]
+  H* Bs = As + 2 * kBM * kLds;          // [2][kBN][kLds]
+  float* Cs = reinterpret_cast<float*>(smem);  // [kBN][kLdc], after the main loop
+  const int tid = threadIdx.x, warp = tid >> 5;
+  const int wm = warp % 4, wn = warp / 4;
+  const int64_t m0 = int64_t(blockIdx.x) * kBM, n0 = int64_t(blockIdx.y) * kBN;
+
+  uint4 ra[2], rb;
+  auto load_tile = [&](int64_t k0) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int id = tid + 256 * r, row = id / 4, kc = id % 4;
+      ra[r] = m0 + row < M ? *reinterpret_cast<const uint4*>(A + (m0 + row) * lda + k0 + kc * 8) : make_uint4(0, 0, 0, 0);
+    }
+    const int row = tid / 4, kc = tid % 4;
+    rb = n0 + row < N ? *reinterpret_cast<const uint4*>(B + (n0 + row) * ldb + k0 + kc * 8) : make_uint4(0, 0, 0, 0);
+  };
+  auto store_tile = [&](int buf) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int id = tid + 256 * r, row = id / 4, kc = id % 4;
+      *reinterpret_cast<uint4*>(As + (buf * kBM + row) * kLds + kc * 8) = ra[r];
+    }
+    const int row = tid / 4, kc = tid % 4;
+    *reinterpret_cast<uint4*>(Bs + (buf * kBN + row) * kLds + kc * 8) = rb;
+  };
+
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
+
+  const int64_t n_k = K / kBK;
+  load_tile(0);
+  store_tile(0);
+  __syncthreads();
+  for (int64_t kt = 0; kt < n_k; ++kt) {
+    const int buf = int(kt & 1);
+    if (kt + 1 < n_k) load_tile((kt + 1) * kBK);
+#pragma unroll
+    for (int kk = 0; kk < kBK; kk += 16) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, H, wmma::row_major> a[2];
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, H, wmma::col_major> b[2];
+#pragma unroll
+      for (int i = 0; i < 2; ++i) wmma::load_matrix_sync(a[i], As + (buf * kBM + wm * 32 + i * 16) * kLds + kk, kLds);
+#pragma unroll
+      for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(b[j], Bs + (buf * kBN + wn * 32 + j * 16) * kLds + kk, kLds);
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
+    }
+    if (kt + 1 < n_k) store_tile(buf ^ 1);
+    __syncthreads();
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+      wmma::store_matrix_sync(Cs + (wn * 32 + j * 16) * kLdc + wm * 32 + i * 16, acc[i][j], kLdc,
+                              wmma::mem_col_major);
+  __syncthreads();
+  for (int idx = tid; idx < kBM * kBN; idx += 256) {
+    const int n = idx / kBM, m = idx % kBM;
+    if (m0 + m < M && n0 + n < N) {
+      const float v = Cs[n * kLdc + m] * inv_s[n0 + n];
+      Y[(n0 + n) * ldy + m0 + m] = bias ? v + bias[m0 + m] : v;
+    }
+  }
+}
+
+// ---- dispatch -------------------------------------------------------------------
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
+}  // namespace
+
+bool MatmulOp::init(const kern::WeightView& w, int64_t max_rows, kern::Rounding rounding, std::string* error,
+                    bool vector_only) {
+  const TypeTraits& tt = type_traits(w.type);
+  if (!cuda_type(w.type)) {
+    *error = "weight '" + std::string(w.name) + "': type " + std::string(tt.name) + " has no CUDA kernels";
+    return false;
+  }
+  if (w.ne[0] % tt.block_size != 0) {
+    *error = "weight '" + std::string(w.name) + "': rows of " + std::to_string(w.ne[0]) + " values do not fill " +
+             std::string(tt.name) + " blocks";
+    return false;
+  }
+  if (!aligned16(w.data)) {
+    *error = "weight '" + std::string(w.name) + "': device copy is not 16-byte aligned";
+    return false;
+  }
+  w_ = w.bytes();
+  type_ = w.type;
+  n_in_ = w.ne[0];
+  n_out_ = w.ne[1];
+  n_mat_ = w.ne[2];
+  row_bytes_ = w.nb[1];
+  mat_bytes_ = w.nb[2];
+  max_rows_ = std::max<int64_t>(max_rows, 1);
+  rounding_ = rounding;
+  k_pad_ = ceil_div(n_in_, kBK) * kBK;
+
+  uint64_t vec = 0, tiles = 0;
+  if (int8_path()) vec = align_up(uint64_t(max_rows_ * n_in_)) + align_up(uint64_t(max_rows_ * (n_in_ / 32)) * 4);
+  if (type_ != GgmlType::F32 && max_rows_ > kVectorRows && !vector_only && rounding == kern::Rounding::GgmlCpu) {
+    const bool direct = (type_ == GgmlType::F16 || type_ == GgmlType::BF16) && n_in_ % kBK == 0;
+    chunk_rows_ = direct ? n_out_ : std::max<int64_t>(kBM, int64_t(kTileChunkBytes / (uint64_t(k_pad_) * 2)) / kBM * kBM);
+    chunk_rows_ = std::min(chunk_rows_, ceil_div(n_out_, kBM) * kBM);
+    tiles = align_up(uint64_t(max_rows_ * k_pad_) * 2) + align_up(uint64_t(max_rows_) * 4) +
+            align_up(uint64_t(max_rows_ * n_in_)) + align_up(uint64_t(max_rows_ * (n_in_ / 32)) * 4) +
+            (direct ? 0 : align_up(uint64_t(chunk_rows_ * k_pad_) * 2));
+  }
+  scratch_bytes_ = std::max(vec, tiles);
+  return true;
+}
+
+bool MatmulOp::int8_path() const { return !float_type(type_) && rounding_ == kern::Rounding::GgmlCpu; }
+
+bool MatmulOp::use_tiles(int64_t rows, Path path) const {
+  if (type_ == GgmlType::F32 || max_rows_ <= kVectorRows || chunk_rows_ == 0) return false;
+  if (path == Path::Tiles) return true;
+  if (path == Path::Vector) return false;
+  // Rounding::Exact keeps float activations and float products (exact, slower).
+  if (rounding_ == kern::Rounding::Exact) return false;
+  return rows > kVectorRows;
+}
+
+std::string_view MatmulOp::impl(int64_t rows) const {
+  if (use_tiles(rows, Path::Auto)) return type_ == GgmlType::BF16 ? "wmma-bf16" : "wmma-fp16";
+  return int8_path() ? "int8-dp4a" : "float";
+}
+
+void MatmulOp::run(const float* x, int64_t ldx, int64_t rows, float* y, int64_t ldy, const float* bias,
+                   void* scratch, void* queue, Path path) const {
+  if (rows <= 0) return;
+  if (use_tiles(rows, path))
+    run_tiles(x, ldx, rows, y, ldy, bias, scratch, queue);
+  else
+    run_vector(x, ldx, rows, y, ldy, bias, nullptr, 0, 1, scratch, queue);
+}
+
+void MatmulOp::run_experts(const float* x, int64_t ldx, int64_t n_x_rows, const int32_t* ids, int64_t n_pairs,
+                           int64_t x_div, float* y, int64_t ldy, void* scratch, void* queue) const {
+  if (n_pairs <= 0) return;
+  run_vector(x, ldx, n_x_rows, y, ldy, nullptr, ids, n_pairs, x_div, scratch, queue);
+}
+
+// Rows of x rounded to 8-bit blocks of `act` values (32: Q8_0, 256: Q8_K),
+// one warp per block: xq [rows][n] int8, xd [rows][n / act] scales.
+__global__ void quantize_q8(const float* __restrict__ x, int64_t ldx, int64_t n, int act, int8_t* __restrict__ xq,
+                            float* __restrict__ xd) {
+  const int64_t r = blockIdx.y, blk = blockIdx.x;
+  const int lane = threadIdx.x;
+  if (act == 32) {
+    float d16;
+    const int q = round_q8_0_warp(x[r * ldx + blk * 32 + lane], &d16);
+    xq[r * n + blk * 32 + lane] = int8_t(q);
+    if (lane == 0) xd[r * (n / 32) + blk] = d16;
+    return;
+  }
+  float v[8];
+  int q[8];
+  const float* xr = x + r * ldx + blk * 256 + 8 * lane;
+#pragma unroll
+  for (int k = 0; k < 8; ++k) v[k] = xr[k];
+  const float d = round_q8_k_warp(v, q);
+  uint32_t lo = 0, hi = 0;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    lo |= uint32_t(uint8_t(int8_t(q[k]))) << (8 * k);
+    hi |= uint32_t(uint8_t(int8_t(q[k + 4]))) << (8 * k);
+  }
+  *reinterpret_cast<uint2*>(xq + r * n + blk * 256 + 8 * lane) = make_uint2(lo, hi);
+  if (lane == 0) xd[r * (n / 256) + blk] = d;
+}
+
+void quantize_rows(const float* x, int64_t ldx, int64_t rows, int64_t n, int act, int8_t* xq, float* xd,
+                   cudaStream_t s) {
+  quantize_q8<<<dim3(unsigned(n / act), unsigned(rows)), 32, 0, s>>>(x, ldx, n, act, xq, xd);
+  check_launch("cuda matmul (8-bit activations)", s);
+}
+
+void MatmulOp::run_vector(const float* x, int64_t ldx, int64_t rows, float* y, int64_t ldy, const float* bias,
+                          const int32_t* ids, int64_t n_pairs, int64_t x_div, void* scratch, void* queue) const {
+  auto s = static_cast<cudaStream_t>(queue);
+  const dim3 block(32 * kRowsPerBlock);
+  const unsigned gx = unsigned(ceil_div(n_out_, kRowsPerBlock));
+  if (int8_path()) {
+    const int act = act_block(type_);
+    auto* xq = static_cast<int8_t*>(scratch);
+    auto* xd = reinterpret_cast<float*>(static_cast<uint8_t*>(scratch) + align_up(uint64_t(max_rows_ * n_in_)));
+    quantize_rows(x, ldx, rows, n_in_, act, xq, xd, s);
+    with_quant_type(type_, [&](auto tc) {
+      constexpr GgmlType T = decltype(tc)::value;
+      if (ids) {
+        mmv_int8<T, 1><<<dim3(gx, unsigned(n_pairs)), block, 0, s>>>(w_, row_bytes_, mat_bytes_, n_out_, n_in_, xq, xd,
+                                                                      1, y, ldy, nullptr, ids, x_div);
+      } else if (rows == 1) {
+        mmv_int8<T, 1><<<dim3(gx, 1), block, 0, s>>>(w_, row_bytes_, mat_bytes_, n_out_, n_in_, xq, xd, 1, y, ldy,
+                                                      bias, nullptr, 1);
+      } else {
+        mmv_int8<T, 8><<<dim3(gx, unsigned(ceil_div(rows, 8))), block, 0, s>>>(
+            w_, row_bytes_, mat_bytes_, n_out_, n_in_, xq, xd, int(rows), y, ldy, bias, nullptr, 1);
+      }
+    });
+    check_launch("cuda matmul (int8)", queue);
+    return;
+  }
+  const int xround = rounding_ == kern::Rounding::GgmlCpu
+                         ? (type_ == GgmlType::F16 ? 1 : type_ == GgmlType::BF16 ? 2 : 0)
+                         : 0;
+  const bool xvec = ldx % 4 == 0 && aligned16(x);
+  with_type(type_, [&](auto tc) {
+    constexpr GgmlType T = decltype(tc)::value;
+    auto launch = [&](auto vc) {
+      constexpr int V = decltype(vc)::value;
+      if (ids) {
+        mmv_float<T, 1, V><<<dim3(gx, unsigned(n_pairs)), block, 0, s>>>(
+            w_, row_bytes_, mat_bytes_, n_out_, n_in_, x, ldx, 1, xround, y, ldy, nullptr, ids, x_div);
+      } else if (rows == 1) {
+        mmv_float<T, 1, V><<<dim3(gx, 1), block, 0, s>>>(w_, row_bytes_, mat_bytes_, n_out_, n_in_, x, ldx, 1,
+                                                         xround, y, ldy, bias, nullptr, 1);
+      } else {
+        mmv_float<T, 8, V><<<dim3(gx, unsigned(ceil_div(rows, 8))), block, 0, s>>>(
+            w_, row_bytes_, mat_bytes_, n_out_, n_in_, x, ldx, int(rows), xround, y, ldy, bias, nullptr, 1);
+      }
+    };
+    if constexpr (T == GgmlType::F32) {
+      if (xvec && n_in_ % 4 == 0)
+        launch(std::integral_constant<int, 4>{});
+      else
+        launch(std::integral_constant<int, 1>{});
+    } else if constexpr (T == GgmlType::F16 || T == GgmlType::BF16) {
+      if (xvec && n_in_ % 8 == 0)
+        launch(std::integral_constant<int, 8>{});
+      else
+        launch(std::integral_constant<int, 1>{});
+    } else {
+      launch(std::integral_constant<int, 1>{});
+    }
+  });
+  check_launch("cuda matmul (float)", queue);
+}
+
+void MatmulOp::run_tiles(const float* x, int64_t ldx, int64_t rows, float* y, int64_t ldy, const float* bias,
+                         void* scratch, void* queue) const {
+  auto s = static_cast<cudaStream_t>(queue);
+  auto* base = static_cast<uint8_t*>(scratch);
+  uint64_t off = 0;
+  auto take = [&](uint64_t bytes) {
+    uint8_t* p = base + off;
+    off += align_up(bytes);
+    return p;
+  };
+  uint8_t* x16 = take(uint64_t(max_rows_ * k_pad_) * 2);
+  auto* inv_s = reinterpret_cast<float*>(take(uint64_t(max_rows_) * 4));
+  auto* xq = reinterpret_cast<int8_t*>(take(uint64_t(max_rows_ * n_in_)));
+  auto* xd = reinterpret_cast<float*>(take(uint64_t(max_rows_ * (n_in_ / 32)) * 4));
+  const bool direct = (type_ == GgmlType::F16 || type_ == GgmlType::BF16) && n_in_ % kBK == 0;
+  uint8_t* w16 = direct ? nullptr : take(uint64_t(chunk_rows_ * k_pad_) * 2);
+
+  int mode = 0;
+  int act = 32;
+  if (rounding_ == kern::Rounding::GgmlCpu) {
+    if (type_ == GgmlType::F16) {
+      mode = 1;
+    } else if (type_ == GgmlType::BF16) {
+      mode = 2;
+    } else {
+      mode = 3;
+      act = act_block(type_);
+      quantize_rows(x, ldx, rows, n_in_, act, xq, xd, s);
+    }
+  }
+  auto gemm = [&](auto hc) {
+    using H = decltype(hc);
+    prep_x<H><<<unsigned(rows), 256, 0, s>>>(x, ldx, n_in_, k_pad_, mode, xq, xd, act, reinterpret_cast<H*>(x16),
+                                             inv_s);
+    check_launch("cuda matmul (activations to 16 bits)", queue);
+    for (int64_t r0 = 0; r0 < n_out_; r0 += chunk_rows_) {
+      const int64_t m = std::min(chunk_rows_, n_out_ - r0);
+      const H* a;
+      int64_t lda;
+      if (direct) {
+        a = reinterpret_cast<const H*>(w_ + uint64_t(r0) * row_bytes_);
+        lda = n_in_;
+      } else {
+        const int64_t n = m * k_pad_ / 8;
+        with_type(type_, [&](auto tc) {
+          constexpr GgmlType T = decltype(tc)::value;
+          if constexpr (T != GgmlType::F32)
+            dequant_to<T, H><<<unsigned(ceil_div(n, 256)), 256, 0, s>>>(w_ + uint64_t(r0) * row_bytes_, row_bytes_,
+                                                                       n_in_, k_pad_, m, reinterpret_cast<H*>(w16));
+        });
+        check_launch("cuda matmul (weights to 16 bits)", queue);
+        a = reinterpret_cast<const H*>(w16);
+        lda = k_pad_;
+      }
+      const dim3 grid(unsigned(ceil_div(m, kBM)), unsigned(ceil_div(rows, kBN)));
+      gemm_wmma<H><<<grid, 256, 0, s>>>(a, lda, reinterpret_cast<const H*>(x16), k_pad_, m, rows, k_pad_, y + r0, ldy,
+                                        inv_s, bias ? bias + r0 : nullptr);
+      check_launch("cuda matmul (wmma)", queue);
+    }
+  };
+  if (type_ == GgmlType::BF16)
+    gemm(__nv_bfloat16{});
+  else
+    gemm(__half{});
+}
+
+}  // namespace kt::cuda
+
+// ---- cuda.matmul ------------------------------------------------------------------
+
+namespace kt::kern {
+
+namespace {
+
+class CudaMatmul final : public Kernel {
+ public:
+  CudaMatmul(cuda::MatmulOp op, int device, bool bias) : op_(op), device_(device), bias_(bias) {}
+  void run(const CallArgs& a) override {
+    cuda::use_device(device_);
+    const Act &x = a.in[0], &y = a.out[0];
+    op_.run(x.f32(), x.cols, x.rows, y.f32(), y.cols, bias_ ? a.weights[1].f32() : nullptr, cuda::workspace(device_),
+            a.queue);
+  }
+  std::string_view impl() const override { return op_.impl(1); }
+
+ private:
+  cuda::MatmulOp op_;
+  int device_;
+  bool bias_;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_cuda_matmul(const CallSpec& s, std::string* error) {
+  Binder b(s, error);
+  if (!b.arity(1, 1, 1, 2)) return nullptr;
+  const WeightView& w = s.weights[0];
+  b.weight_shape(0, s.in[0].cols, s.out[0].cols);
+  b.in_type(0, GgmlType::F32);
+  b.out_type(0, GgmlType::F32);
+  if (s.weights.size() > 1) {
+    b.check(s.weights[1].type == GgmlType::F32, "bias '", std::string(s.weights[1].name), "' must be F32");
+    b.weight_shape(1, w.ne[1]);
+  }
+  if (!b.ok()) return nullptr;
+  cuda::MatmulOp op;
+  if (!op.init(w, s.in[0].max_rows, s.rounding, error)) return nullptr;
+  if (!cuda::reserve_workspace(s.device, op.scratch_bytes(), error)) return nullptr;
+  return std::make_unique<CudaMatmul>(op, s.device, s.weights.size() > 1);
+}
+
+}  // namespace kt::kern

@@ -1,0 +1,85 @@
+// y = x W^T (+ bias) on the GPU, for every weight type kt's CUDA kernels take
+// (F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K, IQ4_XS). cuda.matmul,
+// cuda.moe_gate (the router) and cuda.moe_experts build on it.
+//
+// Three paths (kernels/cuda/README.md has the numbers behind the choice):
+//  - vector, int8 (quantized W, Rounding::GgmlCpu, up to kVectorRows rows):
+//    the activations are rounded to 8-bit blocks exactly as ggml's CPU backend
+//    rounds them, then one warp per output row reads each weight byte once and
+//    multiplies it with up to 8 token rows by __dp4a. Same numbers as the
+//    GgmlCpu reference up to float summation order (~1e-6).
+//  - vector, float (F32/F16/BF16 W, and every W under Rounding::Exact):
+//    the same structure with float activations (rounded to F16/BF16 first for
+//    F16/BF16 W under GgmlCpu, as ggml does) and float accumulation.
+//  - tiles (more than kVectorRows rows, all types but F32): W dequantized to
+//    fp16 (bf16 for BF16 W; F16/BF16 W used in place) in row chunks, the
+//    activations rounded as the reference rounds them and scaled by a power of
+//    two per row into fp16, then a tensor-core GEMM (wmma 16x16x16, fp32
+//    accumulation). fp16 keeps 11 bits of each value: ~2e-4 relative to the
+//    reference on random data.
+// F32 weights, and every type under Rounding::Exact, always take the float
+// vector path (float32 all the way: ~1e-6 from the exact reference).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "kernels/kernel.h"
+
+namespace kt::cuda {
+
+class MatmulOp {
+ public:
+  // Rows up to which the vector paths (in passes of 8 rows) beat the tile path:
+  // on an H100, Q4_K 7168x18432 at 32 rows takes 579 us vector, 1128 us tiles;
+  // they meet near 64 (kernels/cuda/README.md).
+  static constexpr int64_t kVectorRows = 48;
+  enum class Path { Auto, Vector, Tiles };
+
+  // Binds W (a device pointer, ggml [n_in, n_out] or experts [n_in, n_out,
+  // n_expert]) for calls of up to max_rows activation rows. False and *error
+  // when the type has no CUDA kernels or a row does not fit the blocks.
+  // vector_only: only run_experts() or vector paths will be asked for (no
+  // tile scratch).
+  bool init(const kern::WeightView& w, int64_t max_rows, kern::Rounding rounding, std::string* error,
+            bool vector_only = false);
+
+  int64_t n_in() const { return n_in_; }
+  int64_t n_out() const { return n_out_; }
+  // Device scratch a call of up to max_rows rows needs (run()'s scratch).
+  uint64_t scratch_bytes() const { return scratch_bytes_; }
+
+  // y [rows][n_out] (row stride ldy) = x [rows][n_in] (row stride ldx) W^T
+  // (+ bias [n_out], device). Asynchronous on queue (a cudaStream_t).
+  void run(const float* x, int64_t ldx, int64_t rows, float* y, int64_t ldy, const float* bias, void* scratch,
+           void* queue, Path path = Path::Auto) const;
+
+  // Experts: for p < n_pairs, y row p = x row (p / x_div) times the matrix
+  // ids[p] (device) of W. x has n_x_rows rows; vector paths only.
+  void run_experts(const float* x, int64_t ldx, int64_t n_x_rows, const int32_t* ids, int64_t n_pairs,
+                   int64_t x_div, float* y, int64_t ldy, void* scratch, void* queue) const;
+
+  // "int8-dp4a", "float", "wmma-fp16", for Kernel::impl().
+  std::string_view impl(int64_t rows) const;
+
+ private:
+  bool int8_path() const;
+  bool use_tiles(int64_t rows, Path path) const;
+  void run_vector(const float* x, int64_t ldx, int64_t rows, float* y, int64_t ldy, const float* bias,
+                  const int32_t* ids, int64_t n_pairs, int64_t x_div, void* scratch, void* queue) const;
+  void run_tiles(const float* x, int64_t ldx, int64_t rows, float* y, int64_t ldy, const float* bias, void* scratch,
+                 void* queue) const;
+
+  const uint8_t* w_ = nullptr;
+  GgmlType type_ = GgmlType::F32;
+  int64_t n_in_ = 0, n_out_ = 0, n_mat_ = 1;
+  uint64_t row_bytes_ = 0, mat_bytes_ = 0;
+  int64_t max_rows_ = 0;
+  kern::Rounding rounding_ = kern::Rounding::GgmlCpu;
+  int64_t k_pad_ = 0;       // n_in rounded up to the tile depth (32)
+  int64_t chunk_rows_ = 0;  // rows of W dequantized per tile pass
+  uint64_t scratch_bytes_ = 0;
+};
+
+}  // namespace kt::cuda

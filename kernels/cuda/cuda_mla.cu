@@ -1,0 +1,284 @@
+// DeepSeek's multi-head latent attention on the GPU: cuda.mla_attention_absorbed
+// and cuda.mla_attention, both computed in absorbed form over the latent cache
+// (DeepSeek-V2 paper, section 2.1.2), which is the same function as the
+// decompressed form up to rounding and needs no per-token K/V:
+//   1. q_abs[h] = W_K_h^T q_nope[h] (r values), next to q_pe[h]: [T][H][r + dr];
+//   2. split-K attention of every head over the cached [latent, rope key] rows,
+//      the latents as values (cuda_attention.cuh): o_lat [T][H][r];
+//   3. out[h] = W_V_h o_lat[h].
+// kv_b (or k_b + v_b) stays in its GGUF type; steps 1 and 3 decode its values
+// as they read them (cuda_quant.cuh deq1), so no float copy of it is kept.
+// Rounding::GgmlCpu rounds each cached latent as kv_b's (v_b's) products see it
+// (ops_ref.h round_activations), as the CPU kernel does.
+//
+// Compared with cpu.mla_attention under GgmlCpu (which rounds its decompressed
+// K, V, queries and probabilities to F16 as llama.cpp's F16 cache would), the
+// absorbed form has no such rounding: the two differ by F16 noise (~1e-3).
+#include <algorithm>
+
+#include "kernels/cuda/cuda_attention.cuh"
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_context.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/cuda_quant.cuh"
+#include "kernels/cuda/cuda_types.cuh"
+#include "kernels/kernel_bind.h"
+
+namespace kt::cuda {
+
+namespace {
+
+constexpr int kTok = 8;  // tokens sharing one decode of a weight value
+
+struct MlaDims {
+  int H, dn, dr, dv, r;
+};
+
+// Block (c range, head h, tokens t0..t0+7): qcat[t][h][c] = sum_j W_K_h[j][c]
+// q_nope[t][h][j] for c < r, q_pe for c in [r, r + dr). W_K_h[j][c] is kv_b
+// row h (dn + dv) + j, column c; or k_b row (c, h), column j (split).
+template <GgmlType T, bool kSplit>
+__global__ void __launch_bounds__(128) mla_q_abs(const float* __restrict__ q, int64_t n_tok, MlaDims m,
+                                                  const uint8_t* __restrict__ w, uint64_t row_bytes,
+                                                  uint64_t mat_bytes, float* __restrict__ qcat) {
+  const int c = blockIdx.x * 128 + threadIdx.x;
+  const int h = blockIdx.y;
+  const int64_t t0 = int64_t(blockIdx.z) * kTok;
+  const int nt = int(n_tok - t0 < kTok ? n_tok - t0 : kTok);
+  const int64_t qs = int64_t(m.H) * (m.dn + m.dr), qc = m.r + m.dr;
+  const float* qh = q + t0 * qs + int64_t(h) * (m.dn + m.dr);
+  float* out = qcat + (t0 * m.H + h) * qc + c;
+  if (c < m.r) {
+    float acc[kTok];
+#pragma unroll
+    for (int t = 0; t < kTok; ++t) acc[t] = 0.0f;
+#pragma unroll 4
+    for (int j = 0; j < m.dn; ++j) {
+      const float wv = kSplit ? deq1<T>(w + uint64_t(h) * mat_bytes + uint64_t(c) * row_bytes, j)
+                              : deq1<T>(w + (uint64_t(h) * (m.dn + m.dv) + j) * row_bytes, c);
+#pragma unroll
+      for (int t = 0; t < kTok; ++t)
+        if (t < nt) acc[t] = fmaf(wv, qh[t * qs + j], acc[t]);
+    }
+#pragma unroll
+    for (int t = 0; t < kTok; ++t)
+      if (t < nt) out[t * m.H * qc] = acc[t];
+  } else if (c < m.r + m.dr) {
+    for (int t = 0; t < nt; ++t) out[t * m.H * qc] = qh[t * qs + m.dn + (c - m.r)];
+  }
+}
+
+// One warp per output row (h, i): out[t][h dv + i] = W_V_h[i] . o_lat[t][h];
+// W_V_h[i] is kv_b row h (dn + dv) + dn + i, or v_b row (i, h) (split).
+template <GgmlType T, bool kSplit>
+__global__ void __launch_bounds__(128) mla_out(const float* __restrict__ olat, int64_t n_tok, MlaDims m,
+                                                const uint8_t* __restrict__ w, uint64_t row_bytes,
+                                                uint64_t mat_bytes, float* __restrict__ out, int64_t out_stride) {
+  const int lane = threadIdx.x & 31;
+  const int64_t row = int64_t(blockIdx.x) * 4 + (threadIdx.x >> 5);
+  if (row >= int64_t(m.H) * m.dv) return;
+  const int h = int(row / m.dv), i = int(row % m.dv);
+  const uint8_t* wr = kSplit ? w + uint64_t(h) * mat_bytes + uint64_t(i) * row_bytes
+                             : w + (uint64_t(h) * (m.dn + m.dv) + m.dn + i) * row_bytes;
+  const int64_t t0 = int64_t(blockIdx.y) * kTok;
+  const int nt = int(n_tok - t0 < kTok ? n_tok - t0 : kTok);
+  float acc[kTok];
+#pragma unroll
+  for (int t = 0; t < kTok; ++t) acc[t] = 0.0f;
+  const float* ol = olat + (t0 * m.H + h) * int64_t(m.r);
+#pragma unroll 4
+  for (int c = lane; c < m.r; c += 32) {
+    const float wv = deq1<T>(wr, c);
+#pragma unroll
+    for (int t = 0; t < kTok; ++t)
+      if (t < nt) acc[t] = fmaf(wv, ol[int64_t(t) * m.H * m.r + c], acc[t]);
+  }
+#pragma unroll
+  for (int t = 0; t < kTok; ++t) {
+    const float s = warp_sum(acc[t]);
+    if (lane == 0 && t < nt) out[(t0 + t) * out_stride + int64_t(h) * m.dv + i] = s;
+  }
+}
+
+}  // namespace
+
+}  // namespace kt::cuda
+
+namespace kt::kern {
+
+namespace {
+
+constexpr uint64_t kMlaChunkBytes = 64ull << 20;  // q_abs + o_lat per pass
+
+class CudaMla final : public Kernel {
+ public:
+  struct Setup {
+    int device;
+    cuda::MlaDims m;
+    bool split;  // k_b + v_b rather than kv_b
+    GgmlType k_type, v_type;
+    uint64_t k_row, k_mat, v_row, v_mat;
+    cuda::AttnArgs attn;
+    int64_t chunk_tokens;
+    uint64_t partial_floats;
+  };
+  explicit CudaMla(Setup s) : s_(s) {}
+
+  void run(const CallArgs& a) override {
+    cuda::use_device(s_.device);
+    const Act &q = a.in[0], &y = a.out[0];
+    if (q.rows == 0) return;
+    auto stream = static_cast<cudaStream_t>(a.queue);
+    const cuda::DeviceStep st = cuda::upload_step(*a.step, a.queue);
+    const cuda::MlaDims& m = s_.m;
+    const int64_t qc = m.r + m.dr;
+    auto* ws = static_cast<float*>(cuda::workspace(s_.device));
+    float* qcat = ws;
+    float* olat = qcat + s_.chunk_tokens * m.H * qc;
+    float* partial = olat + s_.chunk_tokens * m.H * m.r;
+    const uint8_t* wk = a.weights[0].bytes();
+    const uint8_t* wv = s_.split ? a.weights[1].bytes() : wk;
+    for (int64_t t0 = 0; t0 < q.rows; t0 += s_.chunk_tokens) {
+      const int64_t nt = std::min(s_.chunk_tokens, q.rows - t0);
+      const unsigned tok_blocks = unsigned(cuda::ceil_div(nt, cuda::kTok));
+      cuda::with_type(s_.k_type, [&](auto tc) {
+        constexpr GgmlType T = decltype(tc)::value;
+        const dim3 grid(unsigned(cuda::ceil_div(qc, 128)), unsigned(m.H), tok_blocks);
+        if (s_.split)
+          cuda::mla_q_abs<T, true><<<grid, 128, 0, stream>>>(q.row(t0), nt, m, wk, s_.k_row, s_.k_mat, qcat);
+        else
+          cuda::mla_q_abs<T, false><<<grid, 128, 0, stream>>>(q.row(t0), nt, m, wk, s_.k_row, s_.k_mat, qcat);
+      });
+      cuda::check_launch("cuda mla (q_abs)", a.queue);
+
+      cuda::AttnArgs at = s_.attn;
+      at.q = qcat;
+      at.k = a.kv->k;
+      at.v = a.kv->v;
+      at.pos = st.pos + t0;
+      at.slot = st.slot + t0;
+      at.out = olat;
+      at.partial = partial;
+      int max_pos = 0;
+      for (int64_t t = t0; t < t0 + nt; ++t) max_pos = std::max(max_pos, a.step->pos[t]);
+      // Few tokens (decode): fewer heads a block, so blocks x splits of at least
+      // two tiles still fill the GPU twice.
+      const int sms = cuda::sm_count(s_.device);
+      const int64_t tiles = std::max<int64_t>(1, (max_pos + 1 + 31) / 32 / 2);
+      while (at.gh > 4 && nt * cuda::ceil_div(m.H, at.gh) * tiles < 2 * sms) at.gh /= 2;
+      cuda::plan_splits(at, nt, max_pos, sms, s_.partial_floats);
+      cuda::launch_attention(at, a.kv->type, true, nt, a.queue);
+
+      cuda::with_type(s_.v_type, [&](auto tc) {
+        constexpr GgmlType T = decltype(tc)::value;
+        const dim3 grid(unsigned(cuda::ceil_div(int64_t(m.H) * m.dv, 4)), tok_blocks);
+        if (s_.split)
+          cuda::mla_out<T, true><<<grid, 128, 0, stream>>>(olat, nt, m, wv, s_.v_row, s_.v_mat, y.row(t0), y.cols);
+        else
+          cuda::mla_out<T, false><<<grid, 128, 0, stream>>>(olat, nt, m, wv, s_.v_row, s_.v_mat, y.row(t0), y.cols);
+      });
+      cuda::check_launch("cuda mla (W_V)", a.queue);
+    }
+  }
+  std::string_view impl() const override { return "absorbed split-k"; }
+
+ private:
+  Setup s_;
+};
+
+// The 8-bit rounding kv_b's products give the latents (ops_ref.h), as AttnArgs::round_lat.
+int latent_rounding(GgmlType t) {
+  switch (t) {
+    case GgmlType::F32: return 0;
+    case GgmlType::F16: return 1;
+    case GgmlType::BF16: return 2;
+    case GgmlType::Q8_0: case GgmlType::Q4_0: case GgmlType::Q5_0: return 3;
+    default: return 4;
+  }
+}
+
+std::unique_ptr<Kernel> make_mla(const CallSpec& s, std::string* error) {
+  Binder b(s, error);
+  if (!b.check(s.device >= 0, "a CUDA kernel needs a GPU device") || !b.arity(1, 1, 1, 2) || !b.needs_kv())
+    return nullptr;
+  cuda::MlaDims m;
+  m.H = int(b.i("n_heads"));
+  m.dn = int(b.i("d_nope"));
+  m.dr = int(b.i("d_rope"));
+  m.dv = int(b.i("d_v"));
+  m.r = int(b.i("kv_lora_rank"));
+  const double scale = b.f("kq_scale");
+  if (!b.ok()) return nullptr;
+  b.check(m.H > 0 && m.dn > 0 && m.dr > 0 && m.dv > 0 && m.r > 0, "bad MLA shape");
+  b.check(s.kv->kind == KvView::Kind::MlaLatent && s.kv->k_cols == m.r && s.kv->v_cols == m.dr,
+          "the KV cache is not a latent cache of ", m.r, " + ", m.dr);
+  b.in_cols(0, int64_t(m.H) * (m.dn + m.dr));
+  b.out_cols(0, int64_t(m.H) * m.dv);
+  const bool split = s.weights.size() == 2;
+  for (size_t k = 0; k < s.weights.size(); ++k)
+    b.check(cuda::cuda_type(s.weights[k].type), "weight '", std::string(s.weights[k].name), "': type ",
+            std::string(type_name(s.weights[k].type)), " has no CUDA kernels");
+  if (!split) {
+    b.weight_computable(0) && b.weight_shape(0, m.r, int64_t(m.H) * (m.dn + m.dv));
+  } else {
+    b.weight_computable(0) && b.weight_shape(0, m.dn, m.r, m.H);
+    b.weight_computable(1) && b.weight_shape(1, m.r, m.dv, m.H);
+  }
+  const GgmlType latent_type = split ? s.weights[1].type : s.weights[0].type;
+  const int round_lat = s.rounding == Rounding::GgmlCpu ? latent_rounding(latent_type) : 0;
+  b.check(m.r % 4 == 0 && m.r <= 1024, "kv_lora_rank ", m.r, " must be a multiple of 4, at most 1024");
+  b.check(round_lat != 3 || m.r % 32 == 0, "kv_lora_rank ", m.r, " does not fill blocks of 32");
+  b.check(round_lat != 4 || m.r % 256 == 0, "kv_lora_rank ", m.r, " does not fill blocks of 256");
+  b.check(s.in[0].max_rows <= 65535 * cuda::kTok, "too many tokens in a step");
+  if (!b.ok()) return nullptr;
+
+  CudaMla::Setup st;
+  st.device = s.device;
+  st.m = m;
+  st.split = split;
+  st.k_type = s.weights[0].type;
+  st.v_type = s.weights[split ? 1 : 0].type;
+  st.k_row = s.weights[0].nb[1];
+  st.k_mat = s.weights[0].nb[2];
+  st.v_row = s.weights[split ? 1 : 0].nb[1];
+  st.v_mat = s.weights[split ? 1 : 0].nb[2];
+  cuda::AttnArgs& a = st.attn;
+  a.q_stride = int64_t(m.H) * (m.r + m.dr);
+  a.q_head_stride = m.r + m.dr;
+  a.dk = m.r + m.dr;
+  a.dv = m.r;
+  a.n_heads = m.H;
+  a.group = m.H;
+  a.gh = cuda::attention_heads_per_block(m.r, m.H, false);
+  a.scale = float(scale);
+  a.k_cols = m.r;
+  a.v_cols = m.dr;
+  a.n_ctx = s.kv->n_ctx;
+  const uint64_t es = s.kv->elem_bytes();
+  a.vec = (uint64_t(m.r) * es) % 16 == 0 && (uint64_t(m.dr) * es) % 16 == 0;
+  a.round_lat = round_lat;
+  a.out_stride = int64_t(m.H) * m.r;
+  a.out_head_stride = m.r;
+  const size_t smem = cuda::attention_smem(a, true);
+  int max_smem = 0;
+  cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, s.device);
+  if (!b.check(smem <= size_t(max_smem), "MLA attention needs ", smem, " bytes of shared memory, the GPU has ",
+               max_smem))
+    return nullptr;
+  const uint64_t per_token = uint64_t(m.H) * (2 * m.r + m.dr) * 4;
+  st.chunk_tokens = std::max<int64_t>(1, std::min<int64_t>(s.in[0].max_rows, int64_t(kMlaChunkBytes / per_token)));
+  st.partial_floats = cuda::partial_floats_bound(m.H, a.gh, m.r, cuda::sm_count(s.device));
+  const uint64_t bytes = uint64_t(st.chunk_tokens) * per_token + st.partial_floats * 4;
+  if (!cuda::reserve_workspace(s.device, bytes, error)) return nullptr;
+  return std::make_unique<CudaMla>(st);
+}
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_cuda_mla_attention(const CallSpec& s, std::string* error) { return make_mla(s, error); }
+
+std::unique_ptr<Kernel> make_cuda_mla_attention_absorbed(const CallSpec& s, std::string* error) {
+  return make_mla(s, error);
+}
+
+}  // namespace kt::kern

@@ -1,0 +1,384 @@
+// Mixture of experts on the GPU: cuda.moe_gate (the router) and
+// cuda.moe_experts (routed experts, for plans that put them on the GPU).
+//
+// moe_gate: the router's logits by MatmulOp, then one warp per token runs
+// ops_ref_moe.cpp's moe_route: softmax or sigmoid in double as the reference
+// takes them, the selection bias, DeepSeek-V3's grouped top-k (groups scored by
+// the sum of their two best), the n_used best experts with the reference's tie
+// order (larger first, then lower index), weights normalized in double and
+// scaled. With a RoutingHook (profiles, tests, forced routing) the logits go to
+// the host and the reference routes there, so the hook sees margins and may
+// take runner-ups exactly as on the CPU; that path synchronizes the queue.
+//
+// moe_experts: for each (token, choice) pair, gate and up by the int8 (or
+// float) matrix-vector kernel reading the chosen expert's matrices, SwiGLU,
+// down, then the weighted sum in double. Weights of an expert chosen by several
+// tokens of a step are read once per pair: fine for decode; prefill of experts
+// on the GPU would want a grouped GEMM (not done).
+#include <algorithm>
+#include <vector>
+
+#include "kernels/cpu/ops_ref.h"
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_context.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/cuda_matmul.h"
+#include "kernels/kernel_bind.h"
+
+namespace kt::cuda {
+
+namespace {
+
+constexpr int kMaxExpertsPerLane = 16;  // up to 512 experts
+
+struct RouteArgs {
+  int n_expert, n_used, gating, n_group, topk_group;
+  bool norm;
+  float scale;
+};
+
+// (value, index): larger value first, then lower index (a stable descending sort).
+__device__ __forceinline__ bool better(float v, int i, float v2, int i2) { return v > v2 || (v == v2 && i < i2); }
+
+__device__ __forceinline__ void warp_argmax(float& v, int& i) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float v2 = __shfl_xor_sync(0xffffffffu, v, o);
+    const int i2 = __shfl_xor_sync(0xffffffffu, i, o);
+    if (better(v2, i2, v, i)) v = v2, i = i2;
+  }
+}
+
+// One warp per token; lane l holds experts l, l + 32, ...
+__global__ void __launch_bounds__(128) route_kernel(const float* __restrict__ logits, int64_t n_tok, RouteArgs r,
+                                                    const float* __restrict__ bias, int32_t* __restrict__ ids,
+                                                    float* __restrict__ weights) {
+  __shared__ float sel_s[4][kMaxExpertsPerLane * 32];
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+  const int64_t t = int64_t(blockIdx.x) * 4 + w;
+  if (t >= n_tok) return;
+  const float* lg = logits + t * r.n_expert;
+  float prob[kMaxExpertsPerLane], sel[kMaxExpertsPerLane];
+  if (r.gating == 1) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < kMaxExpertsPerLane; ++k) {
+      const int e = lane + 32 * k;
+      if (e < r.n_expert) mx = fmaxf(mx, lg[e]);
+    }
+    mx = warp_max(mx);
+    double e_k[kMaxExpertsPerLane], sum = 0.0;
+#pragma unroll
+    for (int k = 0; k < kMaxExpertsPerLane; ++k) {
+      const int e = lane + 32 * k;
+      e_k[k] = e < r.n_expert ? exp(double(lg[e]) - double(mx)) : 0.0;
+      sum += e_k[k];
+    }
+    sum = warp_sum(sum);
+#pragma unroll
+    for (int k = 0; k < kMaxExpertsPerLane; ++k) prob[k] = float(e_k[k] / sum);
+  } else {
+#pragma unroll
+    for (int k = 0; k < kMaxExpertsPerLane; ++k) {
+      const int e = lane + 32 * k;
+      prob[k] = e < r.n_expert ? float(1.0 / (1.0 + exp(-double(lg[e])))) : 0.0f;
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < kMaxExpertsPerLane; ++k) {
+    const int e = lane + 32 * k;
+    sel[k] = e < r.n_expert ? (bias ? __fadd_rn(prob[k], bias[e]) : prob[k]) : -INFINITY;
+  }
+
+  if (r.n_group > 1) {
+#pragma unroll
+    for (int k = 0; k < kMaxExpertsPerLane; ++k) {
+      const int e = lane + 32 * k;
+      if (e < r.n_expert) sel_s[w][e] = sel[k];
+    }
+    __syncwarp();
+    const int per_group = r.n_expert / r.n_group;
+    // Group g's score: the sum of its two best selection values.
+    float score = -INFINITY;
+    if (lane < r.n_group) {
+      float b1 = -INFINITY, b2 = -INFINITY;
+      for (int i = 0; i < per_group; ++i) {
+        const float v = sel_s[w][lane * per_group + i];
+        if (v > b1) {
+          b2 = b1;
+          b1 = v;
+        } else if (v > b2) {
+          b2 = v;
+        }
+      }
+      score = per_group >= 2 ? float(double(b1) + double(b2)) : b1;
+    }
+    // Keep the topk_group best groups.
+    bool keep = false;
+    float gv = lane < r.n_group ? score : -INFINITY;
+    for (int k = 0; k < r.topk_group; ++k) {
+      float v = lane < r.n_group && !keep ? gv : -INFINITY;
+      int i = lane < r.n_group && !keep ? lane : 1 << 30;
+      warp_argmax(v, i);
+      if (lane == i) keep = true;
+    }
+    const unsigned kept = __ballot_sync(0xffffffffu, keep);
+#pragma unroll
+    for (int k = 0; k < kMaxExpertsPerLane; ++k) {
+      const int e = lane + 32 * k;
+      if (e < r.n_expert && !((kept >> (e / per_group)) & 1u)) sel[k] = -INFINITY;
+    }
+  }
+
+  // The n_used best eligible experts, best first.
+  unsigned chosen = 0;  // bit k: expert lane + 32 k taken
+  double sum = 0.0;
+  float wsel[32];
+  int isel[32];
+  for (int u = 0; u < r.n_used; ++u) {
+    float v = -INFINITY;
+    int i = 1 << 30;
+#pragma unroll
+    for (int k = 0; k < kMaxExpertsPerLane; ++k) {
+      const int e = lane + 32 * k;
+      if (e < r.n_expert && !((chosen >> k) & 1u) && better(sel[k], e, v, i)) v = sel[k], i = e;
+    }
+    warp_argmax(v, i);
+    if (i < r.n_expert && (i & 31) == lane) chosen |= 1u << (i >> 5);
+    // The chosen expert's prob, from its lane.
+    float p = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kMaxExpertsPerLane; ++k)
+      if (lane + 32 * k == i) p = prob[k];
+    p = __shfl_sync(0xffffffffu, p, i < r.n_expert ? (i & 31) : 0);
+    if (u < 32) {
+      wsel[u] = p;
+      isel[u] = i;
+    }
+    sum += double(p);
+  }
+  if (lane != 0) return;
+  int32_t* ids_t = ids + t * r.n_used;
+  float* w_t = weights + t * r.n_used;
+  if (r.norm) sum = fmax(sum, 6.103515625e-5);
+  for (int u = 0; u < r.n_used && u < 32; ++u) {
+    float v = wsel[u];
+    if (r.norm) v = float(double(v) / sum);
+    if (r.scale != 0.0f && r.scale != 1.0f) v = __fmul_rn(v, r.scale);
+    ids_t[u] = isel[u];
+    w_t[u] = v;
+  }
+}
+
+__global__ void swiglu_kernel(const float* g, const float* u, int64_t n, float* y) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const float s = float(double(g[i]) / (1.0 + exp(-double(g[i]))));
+  y[i] = float(double(s) * double(u[i]));
+}
+
+// out[t] = sum_k w[t][k] y[t nu + k], in double.
+__global__ void combine_experts(const float* __restrict__ y, const float* __restrict__ w, int nu, int64_t n,
+                                float* __restrict__ out) {
+  const int64_t t = blockIdx.x;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    double acc = 0.0;
+    for (int k = 0; k < nu; ++k) acc += double(w[t * nu + k]) * double(y[(t * nu + k) * n + i]);
+    out[t * n + i] = float(acc);
+  }
+}
+
+}  // namespace
+
+}  // namespace kt::cuda
+
+namespace kt::kern {
+
+namespace {
+
+namespace ref = cpu::ref;
+
+class CudaMoeGate final : public Kernel {
+ public:
+  CudaMoeGate(int device, cuda::MatmulOp op, cuda::RouteArgs r, ref::MoeRouting host_r, bool bias)
+      : device_(device), op_(op), r_(r), host_r_(host_r), bias_(bias) {}
+
+  void run(const CallArgs& a) override {
+    cuda::use_device(device_);
+    const Act &x = a.in[0], &ids = a.out[0], &w = a.out[1];
+    const int64_t n = x.rows, ne = r_.n_expert, nu = r_.n_used;
+    if (n == 0) return;
+    auto s = static_cast<cudaStream_t>(a.queue);
+    auto* logits = static_cast<float*>(cuda::workspace(device_));
+    void* scratch = logits + (n_logit_floats() + 63) / 64 * 64;
+    op_.run(x.f32(), x.cols, n, logits, ne, nullptr, scratch, a.queue);
+    const float* bias = bias_ ? a.weights[1].f32() : nullptr;
+    if (!a.routing) {
+      cuda::route_kernel<<<unsigned(cuda::ceil_div(n, 4)), 128, 0, s>>>(logits, n, r_, bias, ids.i32(), w.f32());
+      cuda::check_launch("cuda.moe_gate", a.queue);
+      return;
+    }
+    // The hook's path: route on the host with the reference (margins, runner-ups).
+    std::vector<float> lg(static_cast<size_t>(n * ne)), margins(static_cast<size_t>(n)), wt(static_cast<size_t>(n * nu)), bias_h;
+    std::vector<int32_t> id(size_t(n * nu));
+    cudaMemcpyAsync(lg.data(), logits, lg.size() * 4, cudaMemcpyDeviceToHost, s);
+    if (bias) {
+      bias_h.resize(size_t(ne));
+      cudaMemcpyAsync(bias_h.data(), bias, bias_h.size() * 4, cudaMemcpyDeviceToHost, s);
+    }
+    cudaStreamSynchronize(s);
+    ref::MoeRouting r = host_r_;
+    r.selection_bias = bias ? bias_h.data() : nullptr;
+    ref::moe_route(lg.data(), n, r, id.data(), wt.data(), margins.data());
+    RouteEvent ev;
+    ev.layer = a.layer;
+    ev.step = a.step;
+    ev.n_expert = ne;
+    ev.n_used = nu;
+    ev.logits = lg.data();
+    ev.margins = margins.data();
+    ev.ids = id.data();
+    ev.weights = wt.data();
+    ev.take_runner_up = [&](int64_t t) {
+      const uint8_t swap = 1;
+      ref::moe_route(&lg[size_t(t * ne)], 1, r, id.data() + t * nu, wt.data() + t * nu, nullptr, &swap);
+    };
+    a.routing->on_route(ev);
+    cudaMemcpyAsync(ids.data, id.data(), id.size() * 4, cudaMemcpyHostToDevice, s);
+    cudaMemcpyAsync(w.data, wt.data(), wt.size() * 4, cudaMemcpyHostToDevice, s);
+    cudaStreamSynchronize(s);  // the host vectors go away
+    cuda::check_launch("cuda.moe_gate (routing hook)", a.queue);
+  }
+  std::string_view impl() const override { return op_.impl(1); }
+
+  int64_t max_rows = 0;
+  int64_t n_logit_floats() const { return max_rows * r_.n_expert; }
+
+ private:
+  int device_;
+  cuda::MatmulOp op_;
+  cuda::RouteArgs r_;
+  ref::MoeRouting host_r_;
+  bool bias_;
+};
+
+class CudaMoeExperts final : public Kernel {
+ public:
+  struct Setup {
+    int device;
+    cuda::MatmulOp gate, up, down;
+    int64_t n_embd, n_ff, nu, chunk;
+  };
+  explicit CudaMoeExperts(Setup s) : s_(s) {}
+
+  static uint64_t scratch_bytes(const Setup& s) {
+    const uint64_t pairs = uint64_t(s.chunk * s.nu);
+    return (2 * pairs * s.n_ff + pairs * s.n_embd) * 4 + 1024 +
+           std::max({s.gate.scratch_bytes(), s.up.scratch_bytes(), s.down.scratch_bytes()});
+  }
+
+  void run(const CallArgs& a) override {
+    cuda::use_device(s_.device);
+    const Act &x = a.in[0], &ids = a.in[1], &wts = a.in[2], &y = a.out[0];
+    if (x.rows == 0) return;
+    auto s = static_cast<cudaStream_t>(a.queue);
+    auto* ws = static_cast<float*>(cuda::workspace(s_.device));
+    const uint64_t pairs_max = uint64_t(s_.chunk * s_.nu);
+    float* yg = ws;
+    float* yu = yg + pairs_max * s_.n_ff;
+    float* yd = yu + pairs_max * s_.n_ff;
+    void* scratch = reinterpret_cast<uint8_t*>(ws) + ((2 * pairs_max * s_.n_ff + pairs_max * s_.n_embd) * 4 + 255) / 256 * 256;
+    for (int64_t t0 = 0; t0 < x.rows; t0 += s_.chunk) {
+      const int64_t nt = std::min(s_.chunk, x.rows - t0), np = nt * s_.nu;
+      const int32_t* id = ids.i32() + t0 * s_.nu;
+      s_.gate.run_experts(x.row(t0), x.cols, nt, id, np, s_.nu, yg, s_.n_ff, scratch, a.queue);
+      s_.up.run_experts(x.row(t0), x.cols, nt, id, np, s_.nu, yu, s_.n_ff, scratch, a.queue);
+      const int64_t nh = np * s_.n_ff;
+      cuda::swiglu_kernel<<<unsigned(cuda::ceil_div(nh, 256)), 256, 0, s>>>(yg, yu, nh, yg);
+      cuda::check_launch("cuda.moe_experts (swiglu)", a.queue);
+      s_.down.run_experts(yg, s_.n_ff, np, id, np, 1, yd, s_.n_embd, scratch, a.queue);
+      cuda::combine_experts<<<unsigned(nt), 256, 0, s>>>(yd, wts.f32() + t0 * s_.nu, int(s_.nu), s_.n_embd,
+                                                          y.row(t0));
+      cuda::check_launch("cuda.moe_experts (combine)", a.queue);
+    }
+  }
+  std::string_view impl() const override { return s_.gate.impl(1); }
+
+ private:
+  Setup s_;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_cuda_moe_gate(const CallSpec& s, std::string* error) {
+  Binder b(s, error);
+  if (!b.check(s.device >= 0, "a CUDA kernel needs a GPU device") || !b.arity(1, 2, 1, 2)) return nullptr;
+  ref::MoeRouting r;
+  r.n_expert = s.weights[0].ne[1];
+  r.n_used = b.i("n_used");
+  const int64_t gating = b.i("gating");
+  r.n_group = b.i("n_group", 1);
+  r.topk_group = b.i("topk_group", 1);
+  r.norm_weights = b.i("norm", 0) != 0;
+  r.weights_scale = float(b.f("scale", 0.0));
+  if (!b.ok()) return nullptr;
+  b.check(gating == 1 || gating == 2, "gating ", gating, " is not 1 (softmax) or 2 (sigmoid)");
+  r.gating = gating == 2 ? ref::MoeGating::Sigmoid : ref::MoeGating::Softmax;
+  b.check(r.n_used > 0 && r.n_used <= r.n_expert, "n_used ", r.n_used, " of ", r.n_expert, " experts");
+  b.check(r.n_group >= 1 && r.n_expert % r.n_group == 0 && r.topk_group >= 1 && r.topk_group <= r.n_group &&
+              r.n_used <= (r.n_expert / r.n_group) * r.topk_group,
+          "groups ", r.n_group, " (top ", r.topk_group, ") do not fit ", r.n_expert, " experts, ", r.n_used, " used");
+  b.check(r.n_expert <= 32 * cuda::kMaxExpertsPerLane && r.n_used <= 32 && r.n_group <= 32,
+          "the GPU router takes at most 512 experts, 32 used, 32 groups");
+  b.weight_shape(0, s.in[0].cols, r.n_expert);
+  if (s.weights.size() > 1) {
+    b.check(s.weights[1].type == GgmlType::F32, "bias '", std::string(s.weights[1].name), "' must be F32");
+    b.weight_shape(1, r.n_expert);
+  }
+  b.in_type(0, GgmlType::F32);
+  b.out_type(0, GgmlType::I32);
+  b.out_cols(0, r.n_used);
+  b.out_type(1, GgmlType::F32);
+  b.out_cols(1, r.n_used);
+  if (!b.ok()) return nullptr;
+  cuda::MatmulOp op;
+  if (!op.init(s.weights[0], s.in[0].max_rows, s.rounding, error)) return nullptr;
+  const cuda::RouteArgs ra{int(r.n_expert), int(r.n_used),   int(gating),         int(r.n_group),
+                           int(r.topk_group), r.norm_weights, r.weights_scale};
+  auto k = std::make_unique<CudaMoeGate>(s.device, op, ra, r, s.weights.size() > 1);
+  k->max_rows = s.in[0].max_rows;
+  const uint64_t bytes = uint64_t((k->n_logit_floats() + 63) / 64 * 64) * 4 + op.scratch_bytes();
+  if (!cuda::reserve_workspace(s.device, bytes, error)) return nullptr;
+  return k;
+}
+
+std::unique_ptr<Kernel> make_cuda_moe_experts(const CallSpec& s, std::string* error) {
+  Binder b(s, error);
+  if (!b.check(s.device >= 0, "a CUDA kernel needs a GPU device") || !b.arity(3, 1, 3)) return nullptr;
+  const int64_t n_embd = s.in[0].cols, n_ff = s.weights[0].ne[1], ne = s.weights[0].ne[2];
+  b.weight_shape(0, n_embd, n_ff, ne);
+  b.weight_shape(1, n_embd, n_ff, ne);
+  b.weight_shape(2, n_ff, n_embd, ne);
+  b.in_type(0, GgmlType::F32);
+  b.in_type(1, GgmlType::I32);
+  b.in_type(2, GgmlType::F32);
+  b.in_cols(2, s.in[1].cols);
+  b.out_cols(0, n_embd);
+  if (!b.ok()) return nullptr;
+  CudaMoeExperts::Setup st;
+  st.device = s.device;
+  st.n_embd = n_embd;
+  st.n_ff = n_ff;
+  st.nu = s.in[1].cols;
+  const uint64_t per_token = uint64_t(st.nu) * (2 * n_ff + n_embd) * 4 + uint64_t(st.nu) * n_ff * 2 + n_embd * 2;
+  st.chunk = std::max<int64_t>(1, std::min<int64_t>(s.in[0].max_rows, int64_t((64ull << 20) / per_token)));
+  st.chunk = std::min<int64_t>(st.chunk, 65535 / std::max<int64_t>(1, st.nu));
+  if (!st.gate.init(s.weights[0], st.chunk, s.rounding, error, true) ||
+      !st.up.init(s.weights[1], st.chunk, s.rounding, error, true) ||
+      !st.down.init(s.weights[2], st.chunk * st.nu, s.rounding, error, true))
+    return nullptr;
+  if (!cuda::reserve_workspace(s.device, CudaMoeExperts::scratch_bytes(st), error)) return nullptr;
+  return std::make_unique<CudaMoeExperts>(st);
+}
+
+}  // namespace kt::kern

@@ -1,0 +1,254 @@
+// Rotary position embedding and the cache writers on the GPU:
+// cuda.rope, cuda.kv_store, cuda.mla_cache_store.
+//
+// Rope follows kernels/cpu/ops_ref_rope.cpp operation for operation: the
+// angle of pair i is the position multiplied i times by theta_scale in float
+// (as ggml's rope cache builds it), YaRN's ramp and blend in float, products
+// rounded before sums (__fmul_rn / __fadd_rn). theta_scale, YaRN's correction
+// dims and magnitude factor are computed once on the host with the reference's
+// own code. Only cosf/sinf differ from the host's libm (by an ulp or two).
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu/ops_ref.h"
+#include "kernels/cpu/rope_params.h"
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_context.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/kernel_bind.h"
+
+namespace kt::cuda {
+
+namespace {
+
+struct RopeArgs {
+  int n_dims;
+  bool neox;
+  float freq_scale, ext_factor, mscale, theta_scale;
+  float corr0, corr1;
+};
+
+RopeArgs rope_args(const cpu::ref::RopeParams& p) {
+  RopeArgs r;
+  r.n_dims = p.n_dims;
+  r.neox = p.mode == cpu::ref::RopeMode::NeoX;
+  r.freq_scale = p.freq_scale;
+  r.ext_factor = p.ext_factor;
+  r.theta_scale = std::pow(p.freq_base, -2.0f / float(p.n_dims));
+  float dims[2];
+  cpu::ref::rope_yarn_corr_dims(p.n_dims, p.n_ctx_orig, p.freq_base, p.beta_fast, p.beta_slow, dims);
+  r.corr0 = dims[0];
+  r.corr1 = dims[1];
+  r.mscale = p.attn_factor;
+  if (p.ext_factor != 0.0f) r.mscale *= 1.0f + 0.1f * std::log(1.0f / p.freq_scale);
+  return r;
+}
+
+// Rotates pair i (of n_dims / 2) of the head at v, at position pos.
+__device__ __forceinline__ void rope_pair(const RopeArgs& r, int32_t pos, int i, float* v) {
+  float theta_extrap = float(pos);
+  for (int k = 0; k < i; ++k) theta_extrap = __fmul_rn(theta_extrap, r.theta_scale);
+  const float theta_interp = __fmul_rn(r.freq_scale, theta_extrap);
+  float theta = theta_interp;
+  if (r.ext_factor != 0.0f) {
+    const float y = __fdiv_rn(__fsub_rn(float(i), r.corr0), fmaxf(0.001f, __fsub_rn(r.corr1, r.corr0)));
+    const float ramp = __fsub_rn(1.0f, fminf(1.0f, fmaxf(0.0f, y)));
+    const float mix = __fmul_rn(ramp, r.ext_factor);
+    theta = __fadd_rn(__fmul_rn(theta_interp, __fsub_rn(1.0f, mix)), __fmul_rn(theta_extrap, mix));
+  }
+  const float c = __fmul_rn(cosf(theta), r.mscale), s = __fmul_rn(sinf(theta), r.mscale);
+  const int a = r.neox ? i : 2 * i, b = r.neox ? i + r.n_dims / 2 : 2 * i + 1;
+  const float x0 = v[a], x1 = v[b];
+  v[a] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+  v[b] = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
+}
+
+// Block (t, h): the n_dims / 2 pairs of head h of token t.
+__global__ void rope_kernel(float* __restrict__ y, int64_t cols, int64_t head_dim, int64_t offset,
+                            const int32_t* __restrict__ pos, RopeArgs r) {
+  const int64_t t = blockIdx.x, h = blockIdx.y;
+  float* v = y + t * cols + h * head_dim + offset;
+  for (int i = threadIdx.x; i < r.n_dims / 2; i += blockDim.x) rope_pair(r, pos[t], i, v);
+}
+
+template <class E>
+__device__ __forceinline__ void store_as(E* dst, float v) {
+  if constexpr (std::is_same_v<E, float>)
+    *dst = v;
+  else if constexpr (std::is_same_v<E, __half>)
+    *dst = __float2half_rn(v);
+  else
+    *dst = __float2bfloat16_rn(v);
+}
+
+template <class E>
+__global__ void kv_store_kernel(const float* __restrict__ k, const float* __restrict__ v, int64_t k_cols,
+                                int64_t v_cols, const int32_t* __restrict__ slot, const int32_t* __restrict__ pos,
+                                int64_t n_ctx, E* __restrict__ kc, E* __restrict__ vc) {
+  const int64_t t = blockIdx.x;
+  const int64_t row = int64_t(slot[t]) * n_ctx + pos[t];
+  for (int64_t c = threadIdx.x; c < k_cols; c += blockDim.x) store_as(kc + row * k_cols + c, k[t * k_cols + c]);
+  for (int64_t c = threadIdx.x; c < v_cols; c += blockDim.x) store_as(vc + row * v_cols + c, v[t * v_cols + c]);
+}
+
+// Block t: rms_norm(kv_a[t][0, r)) * norm into the latent cache, rope(kv_a[t][r,
+// r + dr)) into the rope-key cache, at (slot[t], pos[t]).
+template <class E>
+__global__ void __launch_bounds__(256) mla_store_kernel(const float* __restrict__ x, int64_t cols, int64_t r,
+                                                         int64_t dr, const float* __restrict__ norm, float eps,
+                                                         RopeArgs ra, const int32_t* __restrict__ slot,
+                                                         const int32_t* __restrict__ pos, int64_t n_ctx,
+                                                         E* __restrict__ lat, E* __restrict__ pe) {
+  extern __shared__ float pe_s[];  // dr values
+  __shared__ double red[32];
+  const int64_t t = blockIdx.x;
+  const float* row = x + t * cols;
+  const int64_t cache_row = int64_t(slot[t]) * n_ctx + pos[t];
+  double ss = 0.0;
+  for (int64_t i = threadIdx.x; i < r; i += blockDim.x) ss += double(row[i]) * double(row[i]);
+  ss = block_sum(ss, red);
+  const double inv = 1.0 / sqrt(ss / double(r) + double(eps));
+  for (int64_t i = threadIdx.x; i < r; i += blockDim.x)
+    store_as(lat + cache_row * r + i, float(double(row[i]) * inv * double(norm[i])));
+  for (int64_t i = threadIdx.x; i < dr; i += blockDim.x) pe_s[i] = row[r + i];
+  __syncthreads();
+  for (int i = threadIdx.x; i < ra.n_dims / 2; i += blockDim.x) rope_pair(ra, pos[t], i, pe_s);
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < dr; i += blockDim.x) store_as(pe + cache_row * dr + i, pe_s[i]);
+}
+
+template <class F>
+void with_cache_type(GgmlType t, F&& f) {
+  if (t == GgmlType::F16)
+    f(__half{});
+  else if (t == GgmlType::BF16)
+    f(__nv_bfloat16{});
+  else
+    f(float{});
+}
+
+}  // namespace
+
+}  // namespace kt::cuda
+
+namespace kt::kern {
+
+namespace {
+
+class Rope final : public Kernel {
+ public:
+  Rope(int device, cuda::RopeArgs r, int64_t n_heads, int64_t head_dim, int64_t offset)
+      : device_(device), r_(r), n_heads_(n_heads), head_dim_(head_dim), offset_(offset) {}
+  void run(const CallArgs& a) override {
+    cuda::use_device(device_);
+    const Act &x = a.in[0], &y = a.out[0];
+    if (y.rows == 0) return;
+    auto s = static_cast<cudaStream_t>(a.queue);
+    if (x.data != y.data) cudaMemcpyAsync(y.data, x.data, size_t(x.rows * x.cols) * 4, cudaMemcpyDeviceToDevice, s);
+    const cuda::DeviceStep st = cuda::upload_step(*a.step, a.queue);
+    const int threads = std::min(128, std::max(32, r_.n_dims / 2));
+    cuda::rope_kernel<<<dim3(unsigned(y.rows), unsigned(n_heads_)), threads, 0, s>>>(y.f32(), y.cols, head_dim_,
+                                                                                     offset_, st.pos, r_);
+    cuda::check_launch("cuda.rope", a.queue);
+  }
+
+ private:
+  int device_;
+  cuda::RopeArgs r_;
+  int64_t n_heads_, head_dim_, offset_;
+};
+
+class KvStore final : public Kernel {
+ public:
+  explicit KvStore(int device) : device_(device) {}
+  void run(const CallArgs& a) override {
+    cuda::use_device(device_);
+    const KvView& kv = *a.kv;
+    const Act &k = a.in[0], &v = a.in[1];
+    if (k.rows == 0) return;
+    const cuda::DeviceStep st = cuda::upload_step(*a.step, a.queue);
+    cuda::with_cache_type(kv.type, [&](auto ec) {
+      using E = decltype(ec);
+      cuda::kv_store_kernel<E><<<unsigned(k.rows), 256, 0, static_cast<cudaStream_t>(a.queue)>>>(
+          k.f32(), v.f32(), kv.k_cols, kv.v_cols, st.slot, st.pos, kv.n_ctx, static_cast<E*>(kv.k),
+          static_cast<E*>(kv.v));
+    });
+    cuda::check_launch("cuda.kv_store", a.queue);
+  }
+
+ private:
+  int device_;
+};
+
+class MlaCacheStore final : public Kernel {
+ public:
+  MlaCacheStore(int device, float eps, cuda::RopeArgs r) : device_(device), eps_(eps), r_(r) {}
+  void run(const CallArgs& a) override {
+    cuda::use_device(device_);
+    const KvView& kv = *a.kv;
+    const Act& x = a.in[0];
+    if (x.rows == 0) return;
+    const cuda::DeviceStep st = cuda::upload_step(*a.step, a.queue);
+    cuda::with_cache_type(kv.type, [&](auto ec) {
+      using E = decltype(ec);
+      cuda::mla_store_kernel<E><<<unsigned(x.rows), 256, size_t(kv.v_cols) * 4, static_cast<cudaStream_t>(a.queue)>>>(
+          x.f32(), x.cols, kv.k_cols, kv.v_cols, a.weights[0].f32(), eps_, r_, st.slot, st.pos, kv.n_ctx,
+          static_cast<E*>(kv.k), static_cast<E*>(kv.v));
+    });
+    cuda::check_launch("cuda.mla_cache_store", a.queue);
+  }
+
+ private:
+  int device_;
+  float eps_;
+  cuda::RopeArgs r_;
+};
+
+bool on_gpu(Binder& b) { return b.check(b.spec().device >= 0, "a CUDA kernel needs a GPU device"); }
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_cuda_rope(const CallSpec& s, std::string* error) {
+  Binder b(s, error);
+  if (!on_gpu(b) || !b.arity(1, 1, 0)) return nullptr;
+  const cpu::ref::RopeParams p = read_rope_params(b);
+  const int64_t n_heads = b.i("n_heads"), head_dim = b.i("head_dim"), offset = b.i("offset", 0);
+  b.in_type(0, GgmlType::F32);
+  b.out_cols(0, s.in[0].cols);
+  b.check(n_heads > 0 && head_dim > 0 && offset >= 0 && offset + p.n_dims <= head_dim &&
+              n_heads * head_dim <= s.in[0].cols,
+          "rope over ", n_heads, " heads of ", head_dim, " (offset ", offset, ", ", p.n_dims,
+          " dims) does not fit rows of ", s.in[0].cols);
+  b.check(n_heads <= 65535, "rope over more than 65535 heads");
+  if (!b.ok()) return nullptr;
+  return std::make_unique<Rope>(s.device, cuda::rope_args(p), n_heads, head_dim, offset);
+}
+
+std::unique_ptr<Kernel> make_cuda_kv_store(const CallSpec& s, std::string* error) {
+  Binder b(s, error);
+  if (on_gpu(b) && b.arity(2, 0, 0) && b.needs_kv()) {
+    b.check(s.kv->kind == KvView::Kind::Kv, "the KV cache is not a key/value cache");
+    b.in_cols(0, s.kv->k_cols);
+    b.in_cols(1, s.kv->v_cols);
+    b.in_type(0, GgmlType::F32);
+    b.in_type(1, GgmlType::F32);
+  }
+  return b.done(std::make_unique<KvStore>(s.device));
+}
+
+std::unique_ptr<Kernel> make_cuda_mla_cache_store(const CallSpec& s, std::string* error) {
+  Binder b(s, error);
+  if (!on_gpu(b) || !b.arity(1, 0, 1) || !b.needs_kv()) return nullptr;
+  const double eps = b.f("eps");
+  const cpu::ref::RopeParams rope = read_rope_params(b);
+  if (!b.ok()) return nullptr;
+  b.check(s.kv->kind == KvView::Kind::MlaLatent, "the KV cache is not a latent cache");
+  b.check(rope.n_dims == s.kv->v_cols, "rope n_dims ", rope.n_dims, " differs from the cache's ", s.kv->v_cols,
+          " rope dims");
+  b.in_cols(0, s.kv->k_cols + s.kv->v_cols);
+  b.check(s.weights[0].type == GgmlType::F32, "weight '", std::string(s.weights[0].name), "' must be F32");
+  b.weight_shape(0, s.kv->k_cols);
+  return b.done(std::make_unique<MlaCacheStore>(s.device, float(eps), cuda::rope_args(rope)));
+}
+
+}  // namespace kt::kern

@@ -1,0 +1,329 @@
+// GPU kernel speed against the machine's measured limit, in the device run:
+// the HBM copy bandwidth (bytes read + written by a device-to-device copy),
+// matrix-vector GB/s of quantized weights on DeepSeek-V2-Lite / V3 shapes
+// (weight bytes / time, several copies rotated so L2 cannot hold them), the
+// crossover between the vector and the tensor-core path, and MLA / GQA decode
+// attention at a context of 4096. Times are medians of event-timed batches
+// after a warm-up. The table is printed last and written to KT_BENCH_OUT
+// (default out/device/bench.txt) for scripts/device-run.sh.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <sstream>
+
+#include "kernels/cuda/cuda_attention.cuh"
+#include "kernels/cuda/cuda_context.h"
+#include "kernels/cuda/cuda_matmul.h"
+#include "test/cuda/cuda_test_util.h"
+
+namespace kt::test {
+namespace {
+
+std::ostringstream& table() {
+  static std::ostringstream t;
+  return t;
+}
+
+class BenchReport : public testing::Environment {
+ public:
+  void TearDown() override {
+    const std::string s = table().str();
+    if (s.empty()) return;
+    std::printf("\n== GPU kernel benchmark ==\n%s", s.c_str());
+    const char* path = std::getenv("KT_BENCH_OUT");
+    std::ofstream f(path && *path ? path : "out/device/bench.txt");
+    if (f) f << s;
+  }
+};
+const auto* const g_env = testing::AddGlobalTestEnvironment(new BenchReport);
+
+// Median milliseconds per call of fn over `batches` batches of `reps` calls.
+double time_ms(cudaStream_t s, const std::function<void(int)>& fn, int reps = 20, int batches = 5) {
+  for (int i = 0; i < 3; ++i) fn(i);
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  std::vector<float> ms;
+  int k = 0;
+  for (int bi = 0; bi < batches; ++bi) {
+    cudaEventRecord(a, s);
+    for (int r = 0; r < reps; ++r) fn(k++);
+    cudaEventRecord(b, s);
+    cudaEventSynchronize(b);
+    float t = 0;
+    cudaEventElapsedTime(&t, a, b);
+    ms.push_back(t / float(reps));
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(ms.begin(), ms.end());
+  return double(ms[ms.size() / 2]);
+}
+
+double g_copy_gbs = 0;
+
+TEST(CudaBench, A_HbmCopyBandwidth) {
+  KT_REQUIRE_GPU();
+  const size_t bytes = size_t(1) << 30;
+  void *x = nullptr, *y = nullptr;
+  KT_CUDA_OK(cudaMalloc(&x, bytes));
+  KT_CUDA_OK(cudaMalloc(&y, bytes));
+  cudaMemset(x, 1, bytes);
+  cudaStream_t s;
+  cudaStreamCreate(&s);
+  const double ms = time_ms(s, [&](int) { cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice, s); }, 5, 5);
+  g_copy_gbs = 2.0 * double(bytes) / (ms * 1e-3) / 1e9;
+  table() << "HBM copy (read + write)                  " << int(g_copy_gbs) << " GB/s\n";
+  cudaStreamDestroy(s);
+  cudaFree(x);
+  cudaFree(y);
+}
+
+struct Mat {
+  const char* what;
+  GgmlType type;
+  int64_t n_in, n_out;
+};
+
+TEST(CudaBench, B_MatvecBandwidth) {
+  KT_REQUIRE_GPU();
+  const Mat mats[] = {
+      {"V2-Lite up   2048x10944", GgmlType::Q4_K, 2048, 10944},
+      {"V2-Lite up   2048x10944", GgmlType::Q6_K, 2048, 10944},
+      {"V2-Lite up   2048x10944", GgmlType::Q8_0, 2048, 10944},
+      {"V2-Lite down 10944x2048", GgmlType::Q5_0, 10944, 2048},
+      {"V2-Lite down 10944x2048", GgmlType::Q8_0, 10944, 2048},
+      {"V3 q/kv      7168x2048 ", GgmlType::Q4_K, 7168, 2048},
+      {"V3 q/kv      7168x2048 ", GgmlType::Q6_K, 7168, 2048},
+      {"V3 q/kv      7168x2048 ", GgmlType::Q8_0, 7168, 2048},
+      {"V3 up        7168x18432", GgmlType::Q4_K, 7168, 18432},
+      {"V3 up        7168x18432", GgmlType::Q6_K, 7168, 18432},
+      {"V3 up        7168x18432", GgmlType::Q8_0, 7168, 18432},
+      {"V3 down      18432x7168", GgmlType::Q6_K, 18432, 7168},
+      {"V3 up        7168x18432", GgmlType::IQ4_XS, 7168, 18432},
+      {"V3 up        7168x18432", GgmlType::Q5_K, 7168, 18432},
+  };
+  cudaStream_t s;
+  cudaStreamCreate(&s);
+  table() << "\nmatrix-vector, 1 token (weight bytes / time; % of the copy bandwidth above)\n";
+  for (const Mat& m : mats) {
+    const Weight w = Weight::random("w", m.type, m.n_in, m.n_out, 1, 7);
+    const size_t bytes = w.bytes.size();
+    const int copies = int(std::max<size_t>(1, (256u << 20) / bytes + 1));
+    std::vector<void*> dev(static_cast<size_t>(copies));
+    for (void*& p : dev) {
+      KT_CUDA_OK(cudaMalloc(&p, bytes));
+      cudaMemcpy(p, w.bytes.data(), bytes, cudaMemcpyHostToDevice);
+    }
+    std::vector<cuda::MatmulOp> ops(static_cast<size_t>(copies));
+    std::string e;
+    for (int c = 0; c < copies; ++c) ASSERT_TRUE(ops[size_t(c)].init(w.view(dev[size_t(c)]), 8, kern::Rounding::GgmlCpu, &e)) << e;
+    void* scratch = nullptr;
+    KT_CUDA_OK(cudaMalloc(&scratch, ops[0].scratch_bytes() + 256));
+    SplitMix64 rng(1);
+    const std::vector<float> xh = random_floats(size_t(m.n_in * 8), rng);
+    float *x = nullptr, *y = nullptr;
+    KT_CUDA_OK(cudaMalloc(&x, xh.size() * 4));
+    KT_CUDA_OK(cudaMalloc(&y, size_t(m.n_out * 8) * 4));
+    cudaMemcpy(x, xh.data(), xh.size() * 4, cudaMemcpyHostToDevice);
+    const bool batch8 = m.type == GgmlType::Q4_K && m.n_out == 18432;  // one batched row is enough
+    for (int rows : {1, 8}) {
+      if (rows == 8 && !batch8) break;
+      const double ms = time_ms(s, [&](int k) {
+        ops[size_t(k % copies)].run(x, m.n_in, rows, y, m.n_out, nullptr, scratch, s);
+      });
+      const double gbs = double(bytes) / (ms * 1e-3) / 1e9;
+      char line[200];
+      std::snprintf(line, sizeof line, "  %s %-6s x%d  %8.1f us  %6.0f GB/s  %5.1f%%\n", m.what,
+                    std::string(type_name(m.type)).c_str(), rows, ms * 1e3, gbs,
+                    g_copy_gbs > 0 ? 100.0 * gbs / g_copy_gbs : 0.0);
+      table() << line;
+    }
+    KT_CUDA_OK(cudaStreamSynchronize(s));
+    for (void* p : dev) cudaFree(p);
+    cudaFree(scratch);
+    cudaFree(x);
+    cudaFree(y);
+  }
+  cudaStreamDestroy(s);
+}
+
+TEST(CudaBench, C_VectorVersusTiles) {
+  KT_REQUIRE_GPU();
+  const Mat m{"V3 up 7168x18432", GgmlType::Q4_K, 7168, 18432};
+  const Weight w = Weight::random("w", m.type, m.n_in, m.n_out, 1, 8);
+  void* dev = nullptr;
+  KT_CUDA_OK(cudaMalloc(&dev, w.bytes.size()));
+  cudaMemcpy(dev, w.bytes.data(), w.bytes.size(), cudaMemcpyHostToDevice);
+  cuda::MatmulOp op;
+  std::string e;
+  ASSERT_TRUE(op.init(w.view(dev), 512, kern::Rounding::GgmlCpu, &e)) << e;
+  void* scratch = nullptr;
+  KT_CUDA_OK(cudaMalloc(&scratch, op.scratch_bytes() + 256));
+  SplitMix64 rng(2);
+  const std::vector<float> xh = random_floats(size_t(m.n_in * 512), rng);
+  float *x = nullptr, *y = nullptr;
+  KT_CUDA_OK(cudaMalloc(&x, xh.size() * 4));
+  KT_CUDA_OK(cudaMalloc(&y, size_t(m.n_out * 512) * 4));
+  cudaMemcpy(x, xh.data(), xh.size() * 4, cudaMemcpyHostToDevice);
+  cudaStream_t s;
+  cudaStreamCreate(&s);
+  table() << "\nQ4_K 7168x18432: int8 vector path vs fp16 tensor-core path (us; TFLOP/s)\n";
+  for (int rows : {1, 4, 8, 16, 32, 64, 128, 512}) {
+    const double tv = rows <= 64 ? time_ms(s, [&](int) {
+      op.run(x, m.n_in, rows, y, m.n_out, nullptr, scratch, s, cuda::MatmulOp::Path::Vector);
+    }, 5, 3) : 0.0;
+    const double tt = time_ms(s, [&](int) {
+      op.run(x, m.n_in, rows, y, m.n_out, nullptr, scratch, s, cuda::MatmulOp::Path::Tiles);
+    }, 5, 3);
+    const double flop = 2.0 * double(m.n_in) * double(m.n_out) * rows;
+    char line[200];
+    std::snprintf(line, sizeof line, "  rows %4d  vector %9.1f us (%6.1f TF/s)  tiles %9.1f us (%6.1f TF/s)\n", rows,
+                  tv * 1e3, tv > 0 ? flop / (tv * 1e-3) / 1e12 : 0.0, tt * 1e3, flop / (tt * 1e-3) / 1e12);
+    table() << line;
+  }
+  KT_CUDA_OK(cudaStreamSynchronize(s));
+  cudaStreamDestroy(s);
+  cudaFree(dev);
+  cudaFree(scratch);
+  cudaFree(x);
+  cudaFree(y);
+}
+
+// One decode token at position ctx - 1 through a bound kernel, timed.
+double time_call(Call& c, cudaStream_t s, int reps = 20) {
+  DevMem mem;
+  std::vector<kern::WeightView> wv;
+  for (const Weight& w : c.weights) wv.push_back(w.view(mem.put(w.bytes.data(), w.bytes.size())));
+  kern::KvView kv = c.kv->shape;
+  kv.k = mem.put(c.kv->k.data(), c.kv->k.size());
+  kv.v = mem.put(c.kv->v.data(), c.kv->v.size());
+  const kern::CallSpec spec = spec_of(c, "cuda." + c.op, wv, &kv, 0);
+  std::string e;
+  auto k = kern::find_kernel("cuda." + c.op)->make(spec, &e);
+  EXPECT_TRUE(k) << e;
+  if (!k) return 0;
+  std::vector<kern::Act> ia, oa;
+  for (const Buf& b : c.in) ia.push_back({mem.put(b.bytes.data(), b.bytes.size()), b.type, b.cols, b.rows, b.max_rows});
+  for (const Buf& b : c.out) oa.push_back({mem.put(nullptr, b.bytes.size()), b.type, b.cols, b.rows, b.max_rows});
+  const kern::Step st = c.step.view();
+  kern::CallArgs a;
+  a.in = ia;
+  a.out = oa;
+  a.weights = wv;
+  a.kv = &kv;
+  a.step = &st;
+  a.queue = s;
+  const double ms = time_ms(s, [&](int) { k->run(a); }, reps, 5);
+  cudaStreamSynchronize(s);
+  return ms;
+}
+
+// MLA's attention step alone (split-K over the latent cache + combine), as
+// cuda_mla.cu launches it for one decode token: the rest of the call is q_abs
+// and W_V.
+double time_mla_attention_only(int h, int r, int dr, int ctx, cudaStream_t s) {
+  SplitMix64 rng(9);
+  DevMem mem;
+  const std::vector<float> q = random_floats(size_t(h * (r + dr)), rng);
+  const Kv kv = random_kv(kern::KvView::Kind::MlaLatent, GgmlType::F16, 1, ctx, 1, r, dr, 10);
+  const int32_t pos = ctx - 1, slot = 0;
+  cuda::AttnArgs a;
+  a.q = static_cast<const float*>(mem.put(q.data(), q.size() * 4));
+  a.q_stride = int64_t(h) * (r + dr);
+  a.q_head_stride = r + dr;
+  a.dk = r + dr;
+  a.dv = r;
+  a.n_heads = h;
+  a.group = h;
+  a.gh = cuda::attention_heads_per_block(r, h, false);
+  a.scale = 0.1f;
+  a.k = mem.put(kv.k.data(), kv.k.size());
+  a.v = mem.put(kv.v.data(), kv.v.size());
+  a.k_cols = r;
+  a.v_cols = dr;
+  a.n_ctx = ctx;
+  a.vec = true;
+  a.round_lat = 4;
+  a.pos = static_cast<const int32_t*>(mem.put(&pos, 4));
+  a.slot = static_cast<const int32_t*>(mem.put(&slot, 4));
+  a.out = static_cast<float*>(mem.put(nullptr, size_t(h) * r * 4));
+  a.out_stride = int64_t(h) * r;
+  a.out_head_stride = r;
+  const int sms = cuda::sm_count(0);
+  const uint64_t bound = cuda::partial_floats_bound(h, a.gh, r, sms);
+  a.partial = static_cast<float*>(mem.put(nullptr, bound * 4));
+  const int64_t tiles = std::max(1, ctx / 32 / 2);
+  while (a.gh > 4 && (h + a.gh - 1) / a.gh * tiles < 2 * sms) a.gh /= 2;
+  cuda::plan_splits(a, 1, ctx - 1, sms, bound);
+  const double ms = time_ms(s, [&](int) { cuda::launch_attention(a, GgmlType::F16, true, 1, s); });
+  cudaStreamSynchronize(s);
+  std::printf("  (MLA %d heads: %d heads a block, %d splits of %d tiles)\n", h, a.gh, a.n_split, a.tiles_per_split);
+  return ms;
+}
+
+TEST(CudaBench, D_DecodeAttentionAtContext4096) {
+  KT_REQUIRE_GPU();
+  cudaStream_t s;
+  cudaStreamCreate(&s);
+  SplitMix64 rng(3);
+  const int ctx = 4096;
+  table() << "\ndecode attention, 1 token at context " << ctx << ", F16 cache (us; cache bytes / time)\n";
+  struct M {
+    const char* what;
+    int h, dn, dr, dv, r;
+    GgmlType kv_b;
+  };
+  for (const M m : {M{"MLA absorbed, V2-Lite (16 heads)", 16, 128, 64, 128, 512, GgmlType::Q4_K},
+                    M{"MLA absorbed, V3 (128 heads)    ", 128, 128, 64, 128, 512, GgmlType::Q4_K}}) {
+    Call c;
+    c.op = "mla_attention_absorbed";
+    c.kv = std::make_unique<Kv>(random_kv(kern::KvView::Kind::MlaLatent, GgmlType::F16, 1, ctx, 1, m.r, m.dr, 4));
+    c.step.add_run(0, ctx - 1, 1);
+    c.in.push_back(Buf::f32(int64_t(m.h) * (m.dn + m.dr), 1, random_floats(size_t(m.h * (m.dn + m.dr)), rng)));
+    c.out.push_back(Buf::f32(int64_t(m.h) * m.dv, 1));
+    c.weights.push_back(Weight::random("kv_b", m.kv_b, m.r, int64_t(m.h) * (m.dn + m.dv), 1, 5));
+    c.param("n_heads", m.h);
+    c.param("d_nope", m.dn);
+    c.param("d_rope", m.dr);
+    c.param("d_v", m.dv);
+    c.param("kv_lora_rank", m.r);
+    c.paramf("kq_scale", 0.1);
+    const double ms = time_call(c, s);
+    const double cache = double(ctx) * (m.r + m.dr) * 2;
+    const double att = time_mla_attention_only(m.h, m.r, m.dr, ctx, s);
+    char line[300];
+    std::snprintf(line, sizeof line,
+                  "  %s %8.1f us  (attention step %.1f us: latent cache %.1f MB at %4.0f GB/s; q_abs + W_V over kv_b "
+                  "%.1f MB: %.1f us)\n",
+                  m.what, ms * 1e3, att * 1e3, cache / 1e6, cache / (att * 1e-3) / 1e9,
+                  double(c.weights[0].bytes.size()) / 1e6, (ms - att) * 1e3);
+    table() << line;
+  }
+  {
+    Call c;
+    c.op = "attention";
+    const int h = 32, hkv = 8, d = 128;
+    c.kv = std::make_unique<Kv>(random_kv(kern::KvView::Kind::Kv, GgmlType::F16, 1, ctx, hkv, hkv * d, hkv * d, 6));
+    c.step.add_run(0, ctx - 1, 1);
+    c.in.push_back(Buf::f32(h * d, 1, random_floats(size_t(h * d), rng)));
+    c.out.push_back(Buf::f32(h * d, 1));
+    c.param("n_heads", h);
+    c.param("n_kv_heads", hkv);
+    c.param("head_dim_k", d);
+    c.param("head_dim_v", d);
+    c.paramf("kq_scale", 0.088);
+    const double ms = time_call(c, s);
+    const double cache = double(ctx) * hkv * d * 2 * 2;
+    char line[200];
+    std::snprintf(line, sizeof line, "  GQA 32 heads / 8 KV heads of 128     %8.1f us  (K+V cache %.1f MB: %5.0f GB/s)\n",
+                  ms * 1e3, cache / 1e6, cache / (ms * 1e-3) / 1e9);
+    table() << line;
+  }
+  cudaStreamDestroy(s);
+}
+
+}  // namespace
+}  // namespace kt::test
