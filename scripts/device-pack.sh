@@ -74,4 +74,31 @@ if [ -x "$compile" ]; then
 else
   echo "no kt-compile at $compile: no GPU plans (cuda_plan_e2e_test will skip)"
 fi
+# Synthetic full-size models for the benchmarks (../shared/PEERS.md's files):
+# synthesized here only long enough to compile their plans; kt-gguf synth is
+# deterministic, so device-run.sh writes the same bytes there and the plans'
+# fingerprints match. KT_PACK_BENCH=0 leaves them out.
+if [ "${KT_PACK_BENCH:-1}" = 1 ] && [ -x "$compile" ]; then
+  mkdir -p out/device/bench/plans out/device/bench/models
+  tmp=$(mktemp -d /tmp/kt-bench-models.XXXX)
+  trap 'rm -rf "$tmp"' EXIT
+  synth() {  # name, synth args (recorded for device-run.sh)
+    local name=$1; shift
+    build/device/bin/kt-gguf synth "$@" -o "$tmp/$name.gguf" >/dev/null
+    ln -sf "$tmp/$name.gguf" "out/device/bench/models/$name.gguf"
+    echo "$name $*" >> out/device/bench/models.txt
+  }
+  bplan() {  # model config [kt-compile args...]
+    local m=$1 cfg=$2; shift 2
+    "$compile" "out/device/bench/models/$m.gguf" "$@" --ctx 4096 -o "out/device/bench/plans/$m@$cfg.ktp" 2>/dev/null
+  }
+  rm -f out/device/bench/models.txt
+  synth v2lite --like deepseek-v2-lite --mla-split
+  bplan v2lite cpu --gpu-mem 0
+  bplan v2lite hybrid rules/deepseek-v2-lite-hybrid.yaml
+  synth v3-5l --like deepseek-v3 --layers 5 --vocab-size 102400 --mla-split
+  bplan v3-5l hybrid rules/deepseek-v3-hybrid.yaml
+  rm -f out/device/bench/models/*.gguf
+  echo "compiled $(ls out/device/bench/plans | wc -l) benchmark plans"
+fi
 du -sh out/device | awk '{print "packed " $1 " in out/device"}'

@@ -45,9 +45,24 @@ for t in out/device/bin/*_test; do
   [ $rc -ne 0 ] && [ $rc -ne 124 ] && status=FAIL
   table+=("$(printf '%-28s %-7s passed %-4s failed %-3s skipped %-4s %4ss' "$name" "$status" "$passed" "$failed" "$skipped" "$secs")")
 done
+# End to end on the synthetic full-size models (device-pack.sh compiled their
+# plans): the CPU's limits, one MoE layer, then prefill and decode of each plan.
+if [ -z "$filter" ] && [ -d out/device/bench/plans ]; then
+  bin=out/device/bin
+  while read -r name args; do
+    $bin/kt-gguf synth $args -o "out/device/bench/models/$name.gguf" | tail -1
+  done < out/device/bench/models.txt
+  $bin/kt-bench --quick 2>&1 | grep -E "GB/s|TFLOP" | head -4 | tee out/device/e2e.txt
+  $bin/kt-bench moe --model deepseek-v2-lite 2>&1 | tail -5 | head -4 | tee -a out/device/e2e.txt
+  for p in out/device/bench/plans/*.ktp; do
+    echo "== $(basename "$p")" | tee -a out/device/e2e.txt
+    timeout 240 $bin/kt-bench e2e "$p" --prompt 512 --gen 64 2>&1 | grep -vE '^\{' | tail -4 | tee -a out/device/e2e.txt
+  done
+fi
 echo
 echo "== device summary =="
 printf '%s\n' "${table[@]}"
+[ -f out/device/e2e.txt ] && { echo; echo "== end to end =="; cat out/device/e2e.txt; }
 if [ -f out/device/bench.txt ]; then
   echo
   echo "== GPU benchmark =="

@@ -177,8 +177,8 @@ class MlaAbsorbedFast final : public Kernel {
       for (int64_t b0 = j0; b0 < j1; b0 += kBlock) {
         const int64_t nb = std::min(kBlock, j1 - b0);
         for (int64_t j = 0; j < nb; ++j) {
-          load_rows(kv.type, kv.k_row(slot_of[size_t(t)], b0 + j), r, rows + j * (r + dr));
-          load_rows(kv.type, kv.v_row(slot_of[size_t(t)], b0 + j), dr, rows + j * (r + dr) + r);
+          vec::to_f32(kv.type, kv.k_row(slot_of[size_t(t)], b0 + j), rows + j * (r + dr), r);
+          vec::to_f32(kv.type, kv.v_row(slot_of[size_t(t)], b0 + j), rows + j * (r + dr) + r, dr);
         }
         for (int64_t h = 0; h < H; ++h) {
           const float* qa = q_abs + (t * H + h) * r;

@@ -13,6 +13,7 @@ namespace kt::kern::vec {
 namespace avx512 {  // vec_f32_avx512.cpp
 float dot(GgmlType type, const void* row, const float* x, int64_t n);
 void axpy(GgmlType type, const void* row, float a, float* y, int64_t n);
+void to_f32(GgmlType type, const void* row, float* dst, int64_t n);
 }  // namespace avx512
 
 namespace {
@@ -50,6 +51,11 @@ float dot(GgmlType type, const void* row, const float* x, int64_t n) {
   float s = 0;
   for (; i < n; ++i) s += load(type, row, i) * x[i];
   return s + (acc[0] + acc[1]) + (acc[2] + acc[3]);
+}
+
+void to_f32(GgmlType type, const void* row, float* dst, int64_t n) {
+  if (use_avx512()) return avx512::to_f32(type, row, dst, n);
+  for (int64_t i = 0; i < n; ++i) dst[i] = load(type, row, i);
 }
 
 void axpy(GgmlType type, const void* row, float a, float* y, int64_t n) {

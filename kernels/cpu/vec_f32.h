@@ -16,5 +16,7 @@ float dot(GgmlType type, const void* row, const float* x, int64_t n);
 void axpy(GgmlType type, const void* row, float a, float* y, int64_t n);
 // sum_i a[i] * b[i] over floats.
 float dot_f32(const float* a, const float* b, int64_t n);
+// dst[i] = row[i] as float.
+void to_f32(GgmlType type, const void* row, float* dst, int64_t n);
 
 }  // namespace kt::kern::vec

@@ -64,4 +64,13 @@ void axpy(GgmlType type, const void* row, float a, float* y, int64_t n) {
   }
 }
 
+void to_f32(GgmlType type, const void* row, float* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dst + i, load16(type, row, i));
+  if (i < n) {
+    const __mmask16 m = __mmask16((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(dst + i, m, load_masked(type, row, i, m));
+  }
+}
+
 }  // namespace kt::kern::vec::avx512
