@@ -47,16 +47,25 @@ for t in out/device/bin/*_test; do
 done
 # End to end on the synthetic full-size models (device-pack.sh compiled their
 # plans): the CPU's limits, one MoE layer, then prefill and decode of each plan.
-if [ -z "$filter" ] && [ -d out/device/bench/plans ]; then
+# KT_BENCH=0 skips this; KT_BENCH_PLANS (a regex) picks plans.
+if [ "${KT_BENCH:-1}" = 1 ] && [ -d out/device/bench/plans ]; then
   bin=out/device/bin
-  while read -r name args; do
-    $bin/kt-gguf synth $args -o "out/device/bench/models/$name.gguf" | tail -1
+  while read -r name args; do  # only the models the chosen plans need
+    need=0
+    for p in out/device/bench/plans/"$name"@*.ktp; do
+      [[ -z "${KT_BENCH_PLANS:-}" || "$(basename "$p")" =~ ${KT_BENCH_PLANS} ]] && need=1
+    done
+    [ $need = 1 ] && $bin/kt-gguf synth $args -o "out/device/bench/models/$name.gguf" | tail -1
   done < out/device/bench/models.txt
   $bin/kt-bench --quick 2>&1 | grep -E "GB/s|TFLOP" | head -4 | tee out/device/e2e.txt
   $bin/kt-bench moe --model deepseek-v2-lite 2>&1 | tail -5 | head -4 | tee -a out/device/e2e.txt
   for p in out/device/bench/plans/*.ktp; do
+    [[ -n "${KT_BENCH_PLANS:-}" && ! "$(basename "$p")" =~ ${KT_BENCH_PLANS} ]] && continue
     echo "== $(basename "$p")" | tee -a out/device/e2e.txt
-    timeout 240 $bin/kt-bench e2e "$p" --prompt 512 --gen 64 2>&1 | grep -vE '^\{' | tail -4 | tee -a out/device/e2e.txt
+    full=out/device/e2e-$(basename "$p" .ktp | tr @ -).txt
+    timeout 240 $bin/kt-bench e2e "$p" ${KT_BENCH_ARGS:---prompt 512 --gen 64} > "$full" 2>&1
+    grep -A3 '^routing' "$full" | tee -a out/device/e2e.txt
+    [ -n "${OUT:-}" ] && cp "$full" "$OUT/" 2>/dev/null
   done
 fi
 echo
