@@ -289,7 +289,11 @@ std::unique_ptr<Kernel> make_mla(const CallSpec& s, std::string* error, bool abs
   if (!b.ok()) return nullptr;
   const ref::ActRounding rounding =
       s.rounding == Rounding::GgmlCpu ? ref::ActRounding::GgmlCpu : ref::ActRounding::Exact;
-  if (absorbed && s.impl == Impl::Fast) return std::make_unique<MlaAbsorbedFast>(m, float(scale), decode_kv_b(s, m));
+  // The fast path computes both kernels in the absorbed order: the same
+  // function, and on the CPU the faster order in both phases (decompressing
+  // K and V per cached token only pays off with large matmul units, as a
+  // GPU's prefill has). The reference keeps each form's own order.
+  if (s.impl == Impl::Fast) return std::make_unique<MlaAbsorbedFast>(m, float(scale), decode_kv_b(s, m));
   return std::make_unique<MlaAttention>(absorbed, m, float(scale), decode_kv_b(s, m), latent_type, rounding);
 }
 
