@@ -3,7 +3,9 @@
 // text to stdout; a summary of load time and prefill / decode speed goes to
 // stderr. --chat talks to the model turn by turn through its chat template.
 // Errors are one line on stderr and exit status 1. Links no MLIR.
+#include <algorithm>
 #include <chrono>
+#include <functional>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -75,6 +77,26 @@ std::string parse_args(int argc, char** argv, Args& a) {
     out = std::strtod(s, &end);
     return *end == '\0';
   };
+  // Numeric options: names, accepted range, where the value goes.
+  struct NumOpt {
+    std::vector<std::string_view> names;
+    double lo, hi;
+    std::function<void(double)> set;
+  };
+  const NumOpt num_opts[] = {
+      {{"-n", "--n-predict"}, -1, 1e9, [&](double x) { a.n_predict = int64_t(x); }},
+      {{"--temp"}, 0, 100, [&](double x) { a.sampling.temperature = float(x); }},
+      {{"--top-k"}, 0, 1e9, [&](double x) { a.sampling.top_k = int32_t(x); }},
+      {{"--top-p"}, 0, 1, [&](double x) { a.sampling.top_p = float(x); }},
+      {{"--min-p"}, 0, 1, [&](double x) { a.sampling.min_p = float(x); }},
+      {{"--repeat-penalty"}, 0, 100, [&](double x) { a.sampling.repeat_penalty = float(x); }},
+      {{"--repeat-last-n"}, -1, 1e9, [&](double x) { a.sampling.repeat_last_n = int32_t(x); }},
+      {{"--presence-penalty"}, -2, 2, [&](double x) { a.sampling.presence_penalty = float(x); }},
+      {{"--frequency-penalty"}, -2, 2, [&](double x) { a.sampling.frequency_penalty = float(x); }},
+      {{"--seed"}, 0, 1.8e19, [&](double x) { a.sampling.seed = uint64_t(x); }},
+      {{"--threads", "-t"}, 1, 4096, [&](double x) { a.threads = int(x); }},
+      {{"--ctx", "-c"}, 1, double(1 << 24), [&](double x) { a.ctx = int64_t(x); }},
+  };
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     double v = 0;
@@ -84,6 +106,15 @@ std::string parse_args(int argc, char** argv, Args& a) {
       return v;
     };
     auto bad = [&] { return arg + ": expected a number in range, got '" + (i < argc ? argv[i] : "") + "'"; };
+    const NumOpt* num = nullptr;
+    for (const NumOpt& o : num_opts)
+      if (std::find(o.names.begin(), o.names.end(), arg) != o.names.end()) num = &o;
+    if (num) {
+      auto x = num_opt(num->lo, num->hi);
+      if (!x) return bad();
+      num->set(*x);
+      continue;
+    }
     if (arg == "-h" || arg == "--help") {
       std::fputs(kUsage, stdout);
       std::exit(0);
@@ -108,56 +139,8 @@ std::string parse_args(int argc, char** argv, Args& a) {
       const char* s = need(i);
       if (!s) return arg + ": missing file";
       a.logits_out = s;
-    } else if (arg == "-n" || arg == "--n-predict") {
-      auto x = num_opt(-1, 1e9);
-      if (!x) return bad();
-      a.n_predict = int64_t(*x);
-    } else if (arg == "--temp") {
-      auto x = num_opt(0, 100);
-      if (!x) return bad();
-      a.sampling.temperature = float(*x);
-    } else if (arg == "--top-k") {
-      auto x = num_opt(0, 1e9);
-      if (!x) return bad();
-      a.sampling.top_k = int32_t(*x);
-    } else if (arg == "--top-p") {
-      auto x = num_opt(0, 1);
-      if (!x) return bad();
-      a.sampling.top_p = float(*x);
-    } else if (arg == "--min-p") {
-      auto x = num_opt(0, 1);
-      if (!x) return bad();
-      a.sampling.min_p = float(*x);
-    } else if (arg == "--repeat-penalty") {
-      auto x = num_opt(0, 100);
-      if (!x) return bad();
-      a.sampling.repeat_penalty = float(*x);
-    } else if (arg == "--repeat-last-n") {
-      auto x = num_opt(-1, 1e9);
-      if (!x) return bad();
-      a.sampling.repeat_last_n = int32_t(*x);
-    } else if (arg == "--presence-penalty") {
-      auto x = num_opt(-2, 2);
-      if (!x) return bad();
-      a.sampling.presence_penalty = float(*x);
-    } else if (arg == "--frequency-penalty") {
-      auto x = num_opt(-2, 2);
-      if (!x) return bad();
-      a.sampling.frequency_penalty = float(*x);
-    } else if (arg == "--seed") {
-      auto x = num_opt(0, 1.8e19);
-      if (!x) return bad();
-      a.sampling.seed = uint64_t(*x);
     } else if (arg == "--greedy") {
       a.sampling.temperature = 0;
-    } else if (arg == "--threads" || arg == "-t") {
-      auto x = num_opt(1, 4096);
-      if (!x) return bad();
-      a.threads = int(*x);
-    } else if (arg == "--ctx" || arg == "-c") {
-      auto x = num_opt(1, 1 << 24);
-      if (!x) return bad();
-      a.ctx = int64_t(*x);
     } else if (arg == "--chat") {
       a.chat = true;
     } else if (arg == "--ignore-eos") {
