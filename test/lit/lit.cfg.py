@@ -22,6 +22,7 @@ if not hasattr(config, "kt_obj_root"):
     config.llvm_tools_dir = "/usr/lib/llvm-22/bin"
     config.shared_models_dir = os.path.join(os.path.dirname(repo), "shared", "models")
     config.python_executable = sys.executable
+    config.kt_cuda_kernels = False
 config.test_exec_root = os.path.join(config.kt_obj_root, "test", "lit")
 
 for tool in ("kt-compile", "kt-opt", "kt-gguf", "kt-exec", "kt-plan"):
@@ -34,6 +35,11 @@ config.environment["PATH"] = os.pathsep.join(
 # need more than the copies in test/data are UNSUPPORTED without it.
 if os.path.isfile(os.path.join(config.shared_models_dir, "tiny-dsv2lite-F32.gguf")):
     config.available_features.add("shared-models")
+
+# A build with CUDA kernels (nvcc was found): plans placed on a GPU load past
+# the kernel lookup and stop at the device check instead.
+if getattr(config, "kt_cuda_kernels", False):
+    config.available_features.add("cuda-kernels")
 
 config.substitutions.append(("%shared_models", config.shared_models_dir))
 config.substitutions.append(("%test_data", os.path.join(repo, "test", "data")))
