@@ -42,9 +42,15 @@ def KtExec_DeviceOp : KtExec_Op<"device"> {
 
 def KtExec_WeightOp : KtExec_Op<"weight"> {
   let summary = "a GGUF tensor bound on a device";
+  let description = [{
+    `matrices`: the device holds only these slices of a 3-D tensor (routed
+    experts placed from a routing profile), in this order; absent: all.
+    `bytes` counts what the device holds.
+  }];
   let arguments = (ins StrAttr:$sym_name, StrAttr:$tensor, StrAttr:$type, DenseI64ArrayAttr:$shape,
-                       StrAttr:$device, StrAttr:$layout, I64Attr:$bytes);
-  let assemblyFormat = "$sym_name $tensor `:` $type $shape `on` $device attr-dict";
+                       StrAttr:$device, StrAttr:$layout, I64Attr:$bytes,
+                       OptionalAttr<DenseI64ArrayAttr>:$matrices);
+  let assemblyFormat = "$sym_name $tensor `:` $type $shape `on` $device (`matrices` $matrices^)? attr-dict";
 }
 
 def KtExec_KvCacheOp : KtExec_Op<"kv_cache"> {

@@ -35,6 +35,11 @@ int64_t Binder::i(std::string_view key, int64_t fallback) {
   return p ? p->i : fallback;
 }
 
+std::vector<int64_t> Binder::ints(std::string_view key) {
+  const Param* p = s_.find(key);
+  return p ? p->ints : std::vector<int64_t>{};
+}
+
 double Binder::f(std::string_view key, double fallback) {
   const Param* p = s_.find(key);
   return p ? p->f : fallback;

@@ -46,6 +46,8 @@ class Binder {
   // Optional ones.
   int64_t i(std::string_view key, int64_t fallback);
   double f(std::string_view key, double fallback);
+  // An optional list of integers (empty when absent).
+  std::vector<int64_t> ints(std::string_view key);
 
   // Shape checks with messages naming the operand.
   bool in_cols(size_t k, int64_t cols);

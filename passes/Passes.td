@@ -64,6 +64,34 @@ def Place : Pass<"kt-place", "::mlir::ModuleOp"> {
   let dependentDialects = ["::kt::ir::KtDialect"];
 }
 
+def PlaceExperts : Pass<"kt-place-experts", "::mlir::ModuleOp"> {
+  let summary = "Put the most used routed experts on the GPU, from a routing profile";
+  let description = [{
+    Pass 4b (issue 13), after kt-place. With a routing profile (kt-exec
+    --routing-profile-out), the GPU memory kt-place left (its gpu_budget,
+    less what it placed) holds single experts of the MoE layers whose
+    routed experts run on the CPU while the block runs on the GPU: across
+    all layers, those that save the most CPU DRAM traffic per GPU byte
+    (decode share of the layer's choices; all choices when the profile has
+    no decode), until the room is used. Each such experts op gets
+    gpu_experts (expert ids) and gpu_expert_share (the fraction of its
+    routed choices they take); kt-lower then runs them on the GPU. The
+    root gets the predicted decode tok/s: cpu-bandwidth over the bytes the
+    CPU still reads per token (its dense weights, plus n_used experts per
+    MoE layer times the share left on the CPU); GPU time is taken as
+    hidden behind it. "random:SEED" in place of a file draws a random
+    profile (tests: random placements). Without a profile nothing changes.
+  }];
+  let options = [
+    Option<"profile", "profile", "std::string", /*default=*/"\"\"", "routing profile JSON, or random:SEED">,
+    Option<"gguf", "gguf", "std::string", /*default=*/"\"\"",
+           "the model's GGUF: a profile recorded on another file is refused">,
+    Option<"cpuBandwidth", "cpu-bandwidth", "double", /*default=*/"80.0",
+           "CPU memory bandwidth in GB/s for the prediction (kt-bench's triad)">,
+  ];
+  let dependentDialects = ["::kt::ir::KtDialect"];
+}
+
 def SplitLayers : Pass<"kt-split-layers", "::mlir::ModuleOp"> {
   let summary = "Give each decoder layer's GPU ops the layer's GPU";
   let description = [{
@@ -120,6 +148,11 @@ def LowerToExec : Pass<"kt-lower", "::mlir::ModuleOp"> {
     Option<"ubatch", "ubatch", "int64_t", /*default=*/"512", "prompt tokens per prefill step">,
     Option<"maxBatch", "max-batch", "int64_t", /*default=*/"32", "tokens per decode step (all sequences)">,
     Option<"kvType", "kv-type", "std::string", /*default=*/"\"F16\"", "KV cache element type: F16, BF16 or F32">,
+    Option<"deferExperts", "defer-experts", "int64_t", /*default=*/"0",
+           "decode: each token's K weakest routed choices on the CPU join the residual after the next "
+           "layer's attention (KTransformers' expert deferral; changes results slightly; 0: off)">,
+    Option<"deferExpertsPrefill", "defer-experts-prefill", "int64_t", /*default=*/"0",
+           "the same for prefill">,
   ];
   let dependentDialects = ["::kt::ir::KtDialect", "::kt::exec::KtExecDialect"];
 }

@@ -52,7 +52,7 @@ void print_explain(mlir::ModuleOp module, llvm::raw_ostream& os) {
   using Row = std::vector<std::string>;
   std::vector<Row> rows = {{"path", "kt op", "decode", "prefill", "weight B", "FLOP/token", "I decode", "I prefill", "why"}};
   std::map<std::string, uint64_t> per_device;
-  std::vector<std::string> notes;
+  std::vector<std::string> notes, experts;
   for (mlir::Operation& top : module.getBody()->getOperations()) {
     auto root = llvm::dyn_cast<ModuleInterface>(&top);
     if (!root) continue;
@@ -62,11 +62,39 @@ void print_explain(mlir::ModuleOp module, llvm::raw_ostream& os) {
     if (auto unused = llvm::dyn_cast_or_null<mlir::ArrayAttr>(option(root, "unused_rules")))
       for (mlir::Attribute a : unused)
         if (auto s = llvm::dyn_cast<mlir::StringAttr>(a)) notes.push_back("rule " + s.getValue().str() + " matched no module");
+    if (!option_str(root, "routing_profile").empty()) {
+      // kt-place-experts: per layer, the experts on the GPU and their share.
+      experts.push_back("hot experts on the GPU from routing profile " + option_str(root, "routing_profile").str() +
+                        " (" + rules::format_bytes(uint64_t(option_i64(root, "gpu_experts_bytes"))) + " of the " +
+                        rules::format_bytes(uint64_t(option_i64(root, "gpu_experts_room"))) + " left):");
+      walk_modules(root, [&](ModuleInterface m) {
+        auto ids = llvm::dyn_cast_or_null<mlir::DenseI64ArrayAttr>(option(m, "gpu_experts"));
+        if (!ids) return;
+        std::string list;
+        for (int64_t e : ids.asArrayRef()) list += (list.empty() ? "" : " ") + std::to_string(e);
+        experts.push_back("  " + m.getPath().str() + ": " + std::to_string(ids.size()) + " experts, " +
+                          num(100.0 * option_f64(m, "gpu_expert_share")) + "% of its routed choices: " + list);
+      });
+      if (option(root, "predicted_decode_tok_s_without_profile"))
+        experts.push_back("predicted decode (CPU-bound, " + num(option_f64(root, "cpu_bandwidth_gbs")) + " GB/s): " +
+                          (option(root, "predicted_decode_tok_s")
+                               ? num(option_f64(root, "predicted_decode_tok_s")) + " tok/s with the profile, "
+                               : std::string("no CPU weights left with the profile (GPU-bound), ")) +
+                          num(option_f64(root, "predicted_decode_tok_s_without_profile")) + " tok/s without");
+    }
     walk_modules(root, [&](ModuleInterface m) {
       if (!option(m, "weight_bytes")) return;
-      const uint64_t bytes = uint64_t(option_i64(m, "weight_bytes"));
+      uint64_t bytes = uint64_t(option_i64(m, "weight_bytes"));
       const std::string dev = option_str(m, "generate_device").str();
+      if (auto ids = llvm::dyn_cast_or_null<mlir::DenseI64ArrayAttr>(option(m, "gpu_experts"))) {
+        // Its hot experts are resident on the block's GPU.
+        auto ex = llvm::dyn_cast<ir::ExpertsOp>(m.getOperation());
+        const uint64_t on_gpu = ex ? bytes / uint64_t(ex.getGateProj().dim(2)) * ids.size() : 0;
+        if (ModuleInterface block = parent_module(m)) per_device[option_str(block, "generate_device").str()] += on_gpu;
+        bytes -= on_gpu;
+      }
       per_device[dev] += bytes;
+      bytes = uint64_t(option_i64(m, "weight_bytes"));
       rows.push_back({m.getPath().str(), kt_op(m),
                       option_str(m, "generate_op").str() + "@" + dev,
                       option_str(m, "prefill_op").str() + "@" + option_str(m, "prefill_device").str(),
@@ -96,6 +124,7 @@ void print_explain(mlir::ModuleOp module, llvm::raw_ostream& os) {
   }
   os << "  total: " << total << " bytes (" << rules::format_bytes(total) << ")\n";
   for (const std::string& n : notes) os << n << "\n";
+  for (const std::string& n : experts) os << n << "\n";
 }
 
 }  // namespace kt

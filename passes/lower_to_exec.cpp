@@ -13,6 +13,7 @@
 // a call runs on its op's device for the phase (generate_device for decode,
 // prefill_device for prefill) and its kernel is "<device kind>.<op>".
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -72,7 +73,8 @@ class Lowering {
 
   Value buffer(const std::string& path, llvm::StringRef what, const std::string& device, int64_t cols,
                llvm::StringRef type = "F32", llvm::StringRef rows = "tokens");
-  std::string weight(ir::WeightAttr w, const std::string& device);
+  // `matrices`: only these slices of a 3-D weight (hot experts on a GPU).
+  std::string weight(ir::WeightAttr w, const std::string& device, llvm::ArrayRef<int64_t> matrices = {});
   mlir::NamedAttribute param(llvm::StringRef k, int64_t v) { return b_.getNamedAttr(k, b_.getI64IntegerAttr(v)); }
   mlir::NamedAttribute paramf(llvm::StringRef k, double v) { return b_.getNamedAttr(k, b_.getF64FloatAttr(v)); }
   void call(ModuleInterface m, llvm::StringRef op, const std::string& device, llvm::ArrayRef<Value> in,
@@ -108,6 +110,17 @@ class Lowering {
   std::map<std::string, std::string> devices_;  // device -> sym
   std::map<int64_t, std::pair<std::string, std::string>> kvs_;  // layer -> (sym, device)
   std::map<std::string, int64_t> buffer_count_;
+  // A deferred experts call (--defer-experts), emitted after the next layer's
+  // attention.
+  struct Deferred {
+    ModuleInterface experts;
+    llvm::SmallVector<Value> in;
+    std::string device;
+    llvm::SmallVector<std::string> weights;
+    llvm::SmallVector<NamedAttribute> params;
+  };
+  std::optional<Deferred> deferred_;
+  bool last_layer_ = false;
 };
 
 Value Lowering::buffer(const std::string& path, llvm::StringRef what, const std::string& device, int64_t cols,
@@ -120,20 +133,23 @@ Value Lowering::buffer(const std::string& path, llvm::StringRef what, const std:
   return Value{name, device, cols};
 }
 
-std::string Lowering::weight(ir::WeightAttr w, const std::string& device) {
-  const std::string key = w.getName().str() + "@" + device;
+std::string Lowering::weight(ir::WeightAttr w, const std::string& device, llvm::ArrayRef<int64_t> matrices) {
+  std::string key = w.getName().str() + "@" + device;
+  for (int64_t m : matrices) key += "," + std::to_string(m);
   auto it = weights_.find(key);
   if (it != weights_.end()) return it->second;
   const TypeTraits* t = find_type_by_name(w.getType());
   uint64_t elems = 1;
   for (int64_t d : w.getShape()) elems *= uint64_t(d);
+  if (!matrices.empty() && w.getShape().size() == 3) elems = elems / uint64_t(w.getShape()[2]) * matrices.size();
   const int64_t bytes = t ? int64_t(t->row_bytes(int64_t(elems))) : 0;
   const std::string sym = "w" + std::to_string(weights_.size());
   ensure_device(device);
   mlir::OpBuilder::InsertionGuard g(b_);
   b_.setInsertionPoint(first_phase_);
   exec::WeightOp::create(b_, model_.getLoc(), sym, w.getName(), w.getType(), b_.getDenseI64ArrayAttr(w.getShape()),
-                         device, "gguf", bytes);
+                         device, "gguf", bytes,
+                         matrices.empty() ? mlir::DenseI64ArrayAttr() : b_.getDenseI64ArrayAttr(matrices));
   weights_[key] = sym;
   return sym;
 }
@@ -379,14 +395,63 @@ mlir::FailureOr<Value> Lowering::moe(ModuleInterface m, const Value& x) {
     if (mlir::failed(s)) return mlir::failure();
   }
 
-  const std::string edev = device_of(experts);
-  const Value y = buffer(experts.getPath().str(), "out", edev, x.cols);
-  call(experts, "moe_experts", edev, {x, ids, wts}, {y},
-       {weight(experts.getGateProj(), edev), weight(experts.getUpProj(), edev), weight(experts.getDownProj(), edev)},
-       {});
+  const std::string edev = device_of(experts), dev = device_of(m);
+  const std::string epath = experts.getPath().str();
+  const int64_t n_expert = experts.getGateProj().dim(2);
+  auto cpu_weights = [&] {
+    return llvm::SmallVector<std::string>{weight(experts.getGateProj(), edev), weight(experts.getUpProj(), edev),
+                                          weight(experts.getDownProj(), edev)};
+  };
+  auto slots = [&](llvm::ArrayRef<int64_t> v) { return b_.getNamedAttr("expert_slots", b_.getDenseI64ArrayAttr(v)); };
+  // Expert deferral (--defer-experts K): the CPU computes each token's
+  // n_used - K strongest choices now and its K weakest after the next layer's
+  // attention, which the GPU runs meanwhile (the sum joins the residual
+  // there). Not for the last layer (nothing follows to overlap).
+  const int64_t defer = phase_->prefill ? o_.deferExpertsPrefill : o_.deferExperts;
+  const bool deferring = defer > 0 && defer < n_used && kind_of(edev) == "cpu" && !last_layer_;
+  auto cpu_call = [&](const Value& out, llvm::SmallVector<NamedAttribute> params) {
+    if (deferring) {
+      Deferred d{experts, {x, ids, wts}, edev, cpu_weights(), params};
+      d.params.push_back(b_.getNamedAttr("choices", b_.getDenseI64ArrayAttr({n_used - defer, n_used})));
+      deferred_ = std::move(d);
+      params.push_back(b_.getNamedAttr("choices", b_.getDenseI64ArrayAttr({0, n_used - defer})));
+    }
+    call(experts, "moe_experts", edev, {x, ids, wts}, {out}, cpu_weights(), params);
+  };
+  Value y;
+  auto hot = llvm::dyn_cast_or_null<mlir::DenseI64ArrayAttr>(option(experts, "gpu_experts"));
+  if (hot && !hot.empty() && kind_of(edev) == "cpu" && kind_of(dev) == "cuda") {
+    // Hot experts (kt-place-experts, from a routing profile) live on the MoE
+    // block's GPU: the GPU computes their share first, asynchronously, while
+    // the CPU computes the rest from the whole tensor; the block adds the two.
+    // expert_slots maps a router id to a slice of the call's weights (-1:
+    // the other device's).
+    llvm::SmallVector<int64_t> gpu_slots(size_t(n_expert), -1), cpu_slots(size_t(n_expert), 0);
+    for (int64_t e = 0; e < n_expert; ++e) cpu_slots[size_t(e)] = e;
+    for (auto [i, e] : llvm::enumerate(hot.asArrayRef())) {
+      if (e < 0 || e >= n_expert) return fail(experts, "gpu_experts names expert " + llvm::Twine(e) + " of " + llvm::Twine(n_expert));
+      gpu_slots[size_t(e)] = int64_t(i);
+      cpu_slots[size_t(e)] = -1;
+    }
+    const Value yg = buffer(epath, "out_gpu", dev, x.cols);
+    call(experts, "moe_experts", dev, {x, ids, wts}, {yg},
+         {weight(experts.getGateProj(), dev, hot.asArrayRef()), weight(experts.getUpProj(), dev, hot.asArrayRef()),
+          weight(experts.getDownProj(), dev, hot.asArrayRef())},
+         {slots(gpu_slots)});
+    if (int64_t(hot.size()) == n_expert) {
+      y = yg;  // every expert of the layer is hot: nothing left for the CPU
+    } else {
+      const Value yc = buffer(epath, "out_cpu", edev, x.cols);
+      cpu_call(yc, {slots(cpu_slots)});
+      y = buffer(epath, "out", dev, x.cols);
+      call(experts, "add", dev, {yg, yc}, {y}, {}, {});
+    }
+  } else {
+    y = buffer(epath, "out", edev, x.cols);
+    cpu_call(y, {});
+  }
   if (!shared) return y;
 
-  const std::string dev = device_of(m);
   const Value out = buffer(path, "out", dev, x.cols);
   if (ModuleInterface sg = child(m, "shared_expert_gate")) {
     // Qwen2-MoE: the shared expert scaled by sigmoid(x . w_gate).
@@ -411,9 +476,13 @@ mlir::LogicalResult Lowering::lower_phase(Phase& ph) {
   Value x = buffer(embed.getPath().str(), "out", edev, n_embd);
   call(embed, "embed", edev, {}, {x}, {weight(embed.getWeight(), edev)}, {});
 
+  int64_t n_layers = 0, seen = 0;
+  for (ModuleInterface l : children(base)) n_layers += llvm::isa<ir::DecoderLayerOp>(l.getOperation());
+  deferred_.reset();
   for (ModuleInterface l : children(base)) {
     auto layer = llvm::dyn_cast<ir::DecoderLayerOp>(l.getOperation());
     if (!layer) continue;
+    last_layer_ = ++seen == n_layers;
     const int64_t il = layer.getLayerIndex();
     const std::string ldev = device_of(l), lpath = l.getPath().str();
     auto h = rms_norm(child(l, "input_layernorm"), x);
@@ -427,8 +496,19 @@ mlir::LogicalResult Lowering::lower_phase(Phase& ph) {
     else
       return fail(l, "has no self_attn");
     if (mlir::failed(a)) return mlir::failure();
-    const Value x1 = buffer(lpath, "residual_attn", ldev, n_embd);
+    Value x1 = buffer(lpath, "residual_attn", ldev, n_embd);
     call(l, "add", ldev, {x, *a}, {x1}, {}, {});
+    if (deferred_) {
+      // The previous layer's deferred experts, computed by the CPU while the
+      // GPU ran this attention, join the residual stream here.
+      Deferred d = std::move(*deferred_);
+      deferred_.reset();
+      const Value yd = buffer(d.experts.getPath().str(), "out_deferred", d.device, n_embd);
+      call(d.experts, "moe_experts", d.device, d.in, {yd}, d.weights, d.params);
+      const Value x2 = buffer(lpath, "residual_deferred", ldev, n_embd);
+      call(l, "add", ldev, {x1, yd}, {x2}, {}, {});
+      x1 = x2;
+    }
 
     auto h2 = rms_norm(child(l, "post_attention_layernorm"), x1);
     if (mlir::failed(h2)) return fail(l, "has no post_attention_layernorm");
@@ -494,6 +574,11 @@ mlir::LogicalResult Lowering::run() {
   if (auto rules = llvm::dyn_cast_or_null<mlir::StringAttr>(option(root, "rules_file")))
     opts.push_back(b_.getNamedAttr("rules", rules));
   if (auto budget = option(root, "gpu_budget")) opts.push_back(b_.getNamedAttr("gpu_budget", budget));
+  // kt-place-experts' profile and its prediction, which kt-exec prints beside
+  // the achieved figure.
+  for (llvm::StringRef k : {"routing_profile", "predicted_decode_tok_s", "predicted_decode_tok_s_without_profile",
+                            "cpu_bandwidth_gbs"})
+    if (auto v = option(root, k)) opts.push_back(b_.getNamedAttr(k, v));
 
   ModuleInterface head = child(root, "lm_head");
   auto lm = llvm::dyn_cast_or_null<ir::LmHeadOp>(head.getOperation());
@@ -548,7 +633,7 @@ class LowerToExecPass : public impl::LowerToExecBase<LowerToExecPass> {
       getOperation().emitError() << "kt-lower: expected one kt.model, found " << models.size();
       return signalPassFailure();
     }
-    LowerToExecOptions o{gguf, ggufRef, ctx, ubatch, maxBatch, kvType};
+    LowerToExecOptions o{gguf, ggufRef, ctx, ubatch, maxBatch, kvType, deferExperts, deferExpertsPrefill};
     Lowering l(models.front(), o);
     if (mlir::failed(l.run())) signalPassFailure();
   }

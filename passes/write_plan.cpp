@@ -93,8 +93,10 @@ Result<std::vector<uint8_t>> write_plan(exec::PlanOp pl, const std::string& prod
     if (t == UINT32_MAX) return err("plan: weight '", w.getTensor().str(), "': unknown type ", w.getType().str());
     std::vector<int64_t> shape(w.getShape().begin(), w.getShape().end());
     w_index[w.getSymName().str()] = int(weights.size());
+    Offset<flatbuffers::Vector<int64_t>> matrices;
+    if (auto m = w.getMatrices()) matrices = fb.CreateVector(std::vector<int64_t>(m->begin(), m->end()));
     weights.push_back(plan::CreateWeight(fb, fb.CreateString(w.getTensor().str()), t, fb.CreateVector(shape), *d,
-                                         fb.CreateString(w.getLayout().str()), uint64_t(w.getBytes())));
+                                         fb.CreateString(w.getLayout().str()), uint64_t(w.getBytes()), matrices));
   }
 
   std::vector<Offset<plan::KvCache>> kvs;

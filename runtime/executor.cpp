@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <utility>
 
@@ -147,6 +148,7 @@ struct Executor::Impl {
   int64_t n_ctx = 0;
   std::vector<std::unique_ptr<DeviceState>> devices;
   std::vector<kern::WeightView> weights;
+  std::vector<std::vector<uint8_t>> host_copies;  // CPU weights holding a subset of a tensor's matrices
   std::vector<kern::Act> buffers;
   std::vector<plan::RowKind> row_kinds;
   std::vector<HostMemory> kv_memory;
@@ -283,15 +285,38 @@ Status Executor::Impl::bind_weights() {
     v.nb[2] = v.nb[1] * uint64_t(t->ne[1]);
     v.nb[3] = v.nb[2] * uint64_t(t->ne[2]);
     DeviceState& dev = *devices[size_t(w->device())];
+    // A subset of the matrices (hot experts): gathered, in the plan's order.
+    std::vector<int64_t> mats;
+    if (w->matrices()) mats.assign(w->matrices()->begin(), w->matrices()->end());
+    const uint64_t bytes = mats.empty() ? t->nbytes : v.nb[2] * mats.size();
+    if (!mats.empty()) {
+      v.ne[2] = int64_t(mats.size());
+      v.nb[3] = bytes;
+    }
     if (dev.api) {
-      // Uploaded once; the mapping stays the host copy factories may read.
+      // Uploaded once; the mapping stays the host copy factories may read
+      // (whole: a subset's host pointer is its first matrix only).
       std::string e;
-      void* p = dev.api->alloc(dev.index, t->nbytes, &e);
+      void* p = dev.api->alloc(dev.index, bytes, &e);
       if (!p) return err(plan.path(), ": weight '", printable(name), "' on ", dev.name, ": ", e);
       dev.owned.push_back(p);
-      if (!dev.api->copy(p, t->data, t->nbytes, nullptr, &e))
-        return err(plan.path(), ": weight '", printable(name), "' on ", dev.name, ": ", e);
+      if (mats.empty()) {
+        if (!dev.api->copy(p, t->data, t->nbytes, nullptr, &e))
+          return err(plan.path(), ": weight '", printable(name), "' on ", dev.name, ": ", e);
+      } else {
+        for (size_t i = 0; i < mats.size(); ++i)
+          if (!dev.api->copy(static_cast<uint8_t*>(p) + i * v.nb[2], t->data + uint64_t(mats[i]) * v.nb[2], v.nb[2],
+                             nullptr, &e))
+            return err(plan.path(), ": weight '", printable(name), "' on ", dev.name, ": ", e);
+        v.host = nullptr;
+      }
       v.data = p;
+    } else if (!mats.empty()) {
+      // The CPU reads the mapping in place; a subset needs its own copy.
+      host_copies.emplace_back(bytes);
+      for (size_t i = 0; i < mats.size(); ++i)
+        std::memcpy(host_copies.back().data() + i * v.nb[2], t->data + uint64_t(mats[i]) * v.nb[2], v.nb[2]);
+      v.data = v.host = host_copies.back().data();
     }
     weights.push_back(v);
   }

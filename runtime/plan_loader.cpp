@@ -70,6 +70,18 @@ Status PlanFile::verify() {
       return err(n, ": ", what, " ('", printable(w->tensor()->string_view()), "'): shape must have 1 to 4 dimensions");
     for (int64_t d : *w->shape())
       if (d <= 0) return err(n, ": ", what, " ('", printable(w->tensor()->string_view()), "'): dimension ", d, " is not positive");
+    if (w->matrices() && w->matrices()->size() > 0) {
+      const int64_t n_mat = w->shape()->size() >= 3 ? w->shape()->Get(2) : 1;
+      if (w->shape()->size() != 3)
+        return err(n, ": ", what, " ('", printable(w->tensor()->string_view()), "'): a matrix subset needs a 3-D tensor");
+      if (w->matrices()->size() > uint32_t(n_mat))
+        return err(n, ": ", what, " ('", printable(w->tensor()->string_view()), "'): ", w->matrices()->size(),
+                   " matrices selected of ", n_mat);
+      for (int64_t m : *w->matrices())
+        if (m < 0 || m >= n_mat)
+          return err(n, ": ", what, " ('", printable(w->tensor()->string_view()), "'): matrix ", m, " is not in 0..",
+                     n_mat - 1);
+    }
   }
   for (uint32_t i = 0; i < n_buf; ++i) {
     const plan::Buffer* b = pl.buffers()->Get(i);
@@ -153,6 +165,13 @@ Status PlanFile::check_kernels(const std::function<bool(std::string_view)>& has_
                    call->path() ? ", " + printable(call->path()->string_view()) : std::string(), ") is not in this build");
   }
   return ok_status();
+}
+
+double plan_option_f(const plan::Plan& p, std::string_view key) {
+  if (p.options())
+    for (const plan::Param* o : *p.options())
+      if (o->key() && o->key()->string_view() == key) return o->f();
+  return 0;
 }
 
 }  // namespace kt

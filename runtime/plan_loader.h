@@ -18,11 +18,15 @@
 namespace kt {
 
 // Bumped whenever a reader of the old schema would misread a new plan.
-constexpr uint32_t kPlanSchemaVersion = 2;
+constexpr uint32_t kPlanSchemaVersion = 3;  // 3: Weight.matrices
 
 // FNV-1a 64 of the GGUF bytes before the data section: the header, metadata and
 // tensor table. Any change to names, shapes, types, offsets or metadata changes it.
 uint64_t gguf_fingerprint(const GgufFile& f);
+
+// A float option the compiler recorded (Plan.options: e.g. kt-compile
+// --profile's predicted_decode_tok_s); 0 when absent.
+double plan_option_f(const plan::Plan& p, std::string_view key);
 
 class PlanFile {
  public:

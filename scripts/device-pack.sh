@@ -53,6 +53,15 @@ if [ -x "$compile" ]; then
   plan $d/tiny-mixtral-F32.gguf hybrid rules/mixtral-hybrid.yaml
   plan $d/tiny-mixtral-F32.gguf all-gpu rules/all-gpu.yaml
   plan $d/tiny-llama-F32.gguf all-gpu rules/all-gpu.yaml
+  # Hot experts from random profiles (kt-place-experts): each layer's routed
+  # experts split between the GPU and the CPU, differently per seed and budget;
+  # 6 MiB holds every expert of the tiny V3.
+  hot() { plan "$@" --prefill-len 64; }
+  hot $d/tiny-dsv3-F32.gguf hot-r1 rules/deepseek-v3-hybrid.yaml --gpu-mem 3MiB --profile random:1
+  hot $d/tiny-dsv3-F32.gguf hot-r2 rules/deepseek-v3-hybrid.yaml --gpu-mem 3584KiB --profile random:2 --mla decompressed
+  hot $d/tiny-dsv3-F32.gguf hot-all rules/deepseek-v3-hybrid.yaml --gpu-mem 6MiB --profile random:3
+  hot $d/tiny-qwen2moe-F32.gguf hot-r4 rules/qwen2-moe-hybrid.yaml --gpu-mem 2560KiB --profile random:4
+  hot $d/tiny-mixtral-F32.gguf hot-r5 rules/mixtral-hybrid.yaml --gpu-mem 2560KiB --profile random:5
   shared=../shared/models
   if [ -f "$shared/index.json" ]; then
     mkdir -p out/device/models/ref
@@ -63,7 +72,9 @@ if [ -x "$compile" ]; then
       cp "$shared"/ref/"$m".* out/device/models/ref/
       case $m in
         tiny-ds*) plan out/device/models/$m.gguf hybrid rules/deepseek-v3-hybrid.yaml
-                  plan out/device/models/$m.gguf all-gpu rules/all-gpu.yaml ;;
+                  plan out/device/models/$m.gguf all-gpu rules/all-gpu.yaml
+                  plan out/device/models/$m.gguf hot-r6 rules/deepseek-v3-hybrid.yaml --prefill-len 64 \
+                    --gpu-mem 5MiB --profile random:6 ;;
         tiny-qwen2moe*) plan out/device/models/$m.gguf hybrid rules/qwen2-moe-hybrid.yaml
                         plan out/device/models/$m.gguf all-gpu rules/all-gpu.yaml ;;
         *) plan out/device/models/$m.gguf all-gpu rules/all-gpu.yaml ;;
@@ -96,6 +107,27 @@ if [ "${KT_PACK_BENCH:-1}" = 1 ] && [ -x "$compile" ]; then
   synth v2lite --like deepseek-v2-lite --mla-split
   bplan v2lite cpu --gpu-mem 0
   bplan v2lite hybrid rules/deepseek-v2-lite-hybrid.yaml
+  # Issue 13 on V2-Lite: hot experts from a Zipf(1.0) profile (profile-synth:
+  # what kt-bench e2e --routing zipf:1.0 forces, seed 42) in GPU memory that
+  # leaves 25%, 50% and 100% of the routed experts' bytes room beyond the
+  # hybrid plan's weights; expert deferral K = 1, 2. KT_PACK_HOT=0 skips them.
+  if [ "${KT_PACK_HOT:-1}" = 1 ]; then
+    rules=rules/deepseek-v2-lite-hybrid.yaml
+    build/device/bin/kt-gguf profile-synth "$tmp/v2lite.gguf" --routing zipf:1.0 -o "$tmp/v2lite-zipf.json"
+    ex=$("$compile" "$tmp/v2lite.gguf" $rules --ctx 4096 --gpu-mem 70GiB --explain)
+    budget=$("$compile" "$tmp/v2lite.gguf" $rules --ctx 4096 --gpu-mem 70GiB --emit=mlir | grep -oE 'gpu_budget = [0-9]+' | grep -oE '[0-9]+$')
+    gpu_w=$(echo "$ex" | awk '$1 == "cuda:0:" {print $2}')
+    experts=$(echo "$ex" | awk '$2 == "experts" {s += $5} END {printf "%.0f", s}')
+    for pct in 25 50 100; do
+      mem=$(( (70 << 30) - budget + gpu_w + experts * pct / 100 + (16 << 20) ))
+      bplan v2lite hot$pct $rules --gpu-mem $mem --profile "$tmp/v2lite-zipf.json" --cpu-bandwidth 90
+    done
+    bplan v2lite defer1 $rules --defer-experts 1
+    bplan v2lite defer2 $rules --defer-experts 2
+    mem=$(( (70 << 30) - budget + gpu_w + experts / 4 + (16 << 20) ))
+    bplan v2lite hot25-defer1 $rules --gpu-mem $mem --profile "$tmp/v2lite-zipf.json" --cpu-bandwidth 90 --defer-experts 1
+    echo "v2lite: experts $((experts >> 20)) MiB, hybrid GPU weights $((gpu_w >> 20)) MiB"
+  fi
   synth v3-5l --like deepseek-v3 --layers 5 --vocab-size 102400 --mla-split
   bplan v3-5l hybrid rules/deepseek-v3-hybrid.yaml
   rm -f out/device/bench/models/*.gguf

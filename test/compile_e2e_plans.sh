@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The e2e_plans ctest fixture: compiles a CPU-only plan for every reference
 # model found (../shared/models, else test/data's copies), deepseek2 ones
-# with MLA absorbed and decompressed, into OUT/<model>-<form>.ktp.
+# with MLA absorbed and decompressed, into OUT/<model>-<form>.ktp, and for the
+# MoE models OUT/<model>-defer1.ktp (--defer-experts 1).
 # The KV cache is F32, as llama.cpp's non-absorbed MLA graph keeps the latent
 # in float (its F16 rounding of K and V is mirrored by the reference kernels).
 set -euo pipefail
@@ -20,5 +21,11 @@ for f in "$models"/tiny-*.gguf; do
     [ "$form" = plain ] || mla=$form
     "$compile" "$f" --gpu-mem 0 --kv-type f32 --mla "$mla" --ctx 512 -o "$out/$m-$form.ktp"
   done
+  # Expert deferral (decode), against the exact plan of the first form.
+  case $m in
+    *llama*) ;;
+    *) mla=auto; [ "${forms%% *}" = plain ] || mla=${forms%% *}
+       "$compile" "$f" --gpu-mem 0 --kv-type f32 --mla "$mla" --ctx 512 --defer-experts 1 -o "$out/$m-defer1.ktp" ;;
+  esac
 done
 echo "compiled $(ls "$out"/*.ktp | wc -l) plans from $models"

@@ -90,9 +90,34 @@ class MoeGate final : public Kernel {
   std::vector<float> logits_, margins_;
 };
 
+// The part of the sum a call computes (ops_ref.h ExpertSubset): expert id ->
+// slice of the weights, -1 where another device holds it (the `expert_slots`
+// param; empty: every id is its own slice), and the range of each token's
+// choices (the `choices` param [begin, end); deferral splits them).
+class ExpertSlots {
+ public:
+  ExpertSlots() = default;
+  ExpertSlots(std::vector<int64_t> s, int64_t k_begin, int64_t k_end) : k_begin_(k_begin), k_end_(k_end) {
+    for (int64_t v : s) slots_.push_back(int32_t(v));
+  }
+  ref::ExpertSubset subset() const {
+    return {slots_.empty() ? nullptr : slots_.data(), int64_t(slots_.size()), k_begin_, k_end_};
+  }
+  // The slice of choice k of expert `id`, -1 when it is not computed here.
+  int32_t operator()(int32_t id, int64_t k, int64_t n_mat) const {
+    if (k < k_begin_ || (k_end_ >= 0 && k >= k_end_)) return -1;
+    if (slots_.empty()) return id >= 0 && id < n_mat ? id : -1;
+    return id >= 0 && size_t(id) < slots_.size() ? slots_[size_t(id)] : -1;
+  }
+
+ private:
+  std::vector<int32_t> slots_;
+  int64_t k_begin_ = 0, k_end_ = -1;
+};
+
 class MoeExperts final : public Kernel {
  public:
-  MoeExperts(ref::ActRounding rounding) : rounding_(rounding) {}
+  MoeExperts(ref::ActRounding rounding, ExpertSlots slots) : rounding_(rounding), slots_(std::move(slots)) {}
 
   void run(const CallArgs& a) override {
     const Act &x = a.in[0], &ids = a.in[1], &w = a.in[2], &y = a.out[0];
@@ -100,17 +125,20 @@ class MoeExperts final : public Kernel {
     const ref::FfnWeights f{g.type, u.type, d.type, g.data, u.data, d.data, g.ne[0], g.ne[1], rounding_};
     const int64_t nu = ids.cols;
     a.par->for_range(x.rows, [&](int64_t b, int64_t e, int) {
-      ref::moe_experts(f, g.ne[2], x.row(b), e - b, ids.i32() + b * nu, w.f32() + b * nu, nu, y.row(b));
+      ref::moe_experts(f, g.ne[2], x.row(b), e - b, ids.i32() + b * nu, w.f32() + b * nu, nu, y.row(b),
+                       slots_.subset());
     });
   }
 
  private:
   ref::ActRounding rounding_;
+  ExpertSlots slots_;
 };
 
 class MoeExpertsFast final : public Kernel {
  public:
-  MoeExpertsFast(GgmlType gate, GgmlType up, GgmlType down) : impl_(cpu::matmul_q_impl(gate)) {
+  MoeExpertsFast(GgmlType gate, GgmlType up, GgmlType down, ExpertSlots slots)
+      : impl_(cpu::matmul_q_impl(gate)), slots_(std::move(slots)) {
     same_act_ = cpu::act_row_bytes(gate, 256) == cpu::act_row_bytes(up, 256) && gate == up;
   }
   std::string_view impl() const override { return impl_; }
@@ -120,23 +148,33 @@ class MoeExpertsFast final : public Kernel {
     const WeightView &g = a.weights[0], &u = a.weights[1], &d = a.weights[2];
     const int64_t n = x.rows, nu = ids.cols, n_embd = g.ne[0], n_ff = g.ne[1], n_expert = g.ne[2];
 
-    // Group the (token, k) pairs by expert: a counting sort, in token order.
+    // Group the (token, k) pairs by the slice of their expert: a counting
+    // sort, in token order. Pairs of experts held elsewhere get no row.
+    mat_of_.resize(size_t(n * nu));
     count_.assign(size_t(n_expert) + 1, 0);
-    for (int64_t i = 0; i < n * nu; ++i) ++count_[size_t(ids.i32()[i]) + 1];
+    for (int64_t i = 0; i < n * nu; ++i) {
+      mat_of_[size_t(i)] = slots_(ids.i32()[i], i % nu, n_expert);
+      if (mat_of_[size_t(i)] >= 0) ++count_[size_t(mat_of_[size_t(i)]) + 1];
+    }
     for (int64_t e = 0; e < n_expert; ++e) count_[size_t(e) + 1] += count_[size_t(e)];
-    slot_of_.resize(size_t(n * nu));  // (t, k) -> row in the grouped order
+    slot_of_.resize(size_t(n * nu));  // (t, k) -> row in the grouped order, -1: not here
     token_of_.resize(size_t(n * nu));
     pos_ = count_;
     for (int64_t t = 0; t < n; ++t)
       for (int64_t k = 0; k < nu; ++k) {
-        const int64_t r = pos_[size_t(ids.i32()[t * nu + k])]++;
+        const int32_t m = mat_of_[size_t(t * nu + k)];
+        if (m < 0) {
+          slot_of_[size_t(t * nu + k)] = -1;
+          continue;
+        }
+        const int64_t r = pos_[size_t(m)]++;
         slot_of_[size_t(t * nu + k)] = r;
         token_of_[size_t(r)] = int32_t(t);
       }
     active_.clear();
     for (int64_t e = 0; e < n_expert; ++e)
       if (count_[size_t(e) + 1] > count_[size_t(e)]) active_.push_back(int32_t(e));
-    const int64_t rows = n * nu;  // grouped rows, expert by expert
+    const int64_t rows = count_[size_t(n_expert)];  // grouped rows, expert by expert
 
     const size_t arb_gate = cpu::act_row_bytes(g.type, n_embd), arb_up = cpu::act_row_bytes(u.type, n_embd);
     const size_t arb_down = cpu::act_row_bytes(d.type, n_ff);
@@ -192,7 +230,8 @@ class MoeExpertsFast final : public Kernel {
       const float* wt = wts.f32() + t * nu;
       for (int64_t i = 0; i < n_embd; ++i) {
         double acc = 0;
-        for (int64_t k = 0; k < nu; ++k) acc += double(wt[k]) * double(ye[slots[k] * n_embd + i]);
+        for (int64_t k = 0; k < nu; ++k)
+          if (slots[k] >= 0) acc += double(wt[k]) * double(ye[slots[k] * n_embd + i]);
         out[i] = float(acc);
       }
     });
@@ -206,9 +245,10 @@ class MoeExpertsFast final : public Kernel {
   }
 
   std::string_view impl_;
+  ExpertSlots slots_;
   bool same_act_ = false;
   std::vector<int64_t> count_, pos_, slot_of_;
-  std::vector<int32_t> token_of_, active_;
+  std::vector<int32_t> token_of_, active_, mat_of_;
 };
 
 }  // namespace
@@ -256,10 +296,18 @@ std::unique_ptr<Kernel> make_cpu_moe_experts(const CallSpec& s, std::string* err
   b.in_type(2, GgmlType::F32);
   b.in_cols(2, s.in[1].cols);
   b.out_cols(0, n_embd);
+  std::vector<int64_t> v = b.ints("expert_slots"), choices = b.ints("choices");
+  for (int64_t m : v) b.check(m >= -1 && m < ne, "expert_slots: slice ", m, " is not in -1..", ne - 1);
+  const int64_t nu = s.in[1].cols;
+  if (!choices.empty())
+    b.check(choices.size() == 2 && choices[0] >= 0 && choices[0] < choices[1] && choices[1] <= nu,
+            "choices must be [begin, end) within the ", nu, " used experts");
+  if (!b.ok()) return nullptr;
+  ExpertSlots slots(std::move(v), choices.empty() ? 0 : choices[0], choices.empty() ? -1 : choices[1]);
   const GgmlType tg = s.weights[0].type, tu = s.weights[1].type, td = s.weights[2].type;
   if (use_fast_matmul(s, tg) && use_fast_matmul(s, tu) && use_fast_matmul(s, td))
-    return b.done(std::make_unique<MoeExpertsFast>(tg, tu, td));
-  return b.done(std::make_unique<MoeExperts>(act_rounding(s.rounding)));
+    return b.done(std::make_unique<MoeExpertsFast>(tg, tu, td, std::move(slots)));
+  return b.done(std::make_unique<MoeExperts>(act_rounding(s.rounding), std::move(slots)));
 }
 
 }  // namespace kt::kern

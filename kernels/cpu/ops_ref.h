@@ -227,7 +227,20 @@ void moe_route(const float* logits, int64_t n_tokens, const MoeRouting& r, int32
 // matrix is slice e); w.n_ff is the expert width.
 //   out[t] = sum_k weights[t][k] * FFN_{ids[t][k]}(x[t])
 // x, out: [n_tokens][n_embd]; ids, weights: [n_tokens][n_used].
+// A part of the sum (the plan adds the parts):
+//  - slots (one entry per expert id the router can give): w holds only some
+//    experts, expert id's matrices are slice slots[id]; a choice whose slot is
+//    -1 is skipped (another device holds it), as is an id the table does not
+//    cover. n_expert is then the number of slices w holds.
+//  - choices [k_begin, k_end): only those of each token's n_used choices
+//    (expert deferral: the weakest choices' sum is added a layer later).
+struct ExpertSubset {
+  const int32_t* slots = nullptr;
+  int64_t n_slots = 0;
+  int64_t k_begin = 0, k_end = -1;  // -1: n_used
+};
 void moe_experts(const FfnWeights& w, int64_t n_expert, const float* x, int64_t n_tokens,
-                 const int32_t* ids, const float* weights, int64_t n_used, float* out);
+                 const int32_t* ids, const float* weights, int64_t n_used, float* out,
+                 const ExpertSubset& subset = {});
 
 }  // namespace kt::cpu::ref

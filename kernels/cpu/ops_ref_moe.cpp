@@ -101,7 +101,8 @@ void moe_route(const float* logits, int64_t n_tokens, const MoeRouting& r, int32
 }
 
 void moe_experts(const FfnWeights& w, int64_t n_expert, const float* x, int64_t n_tokens,
-                 const int32_t* ids, const float* weights, int64_t n_used, float* out) {
+                 const int32_t* ids, const float* weights, int64_t n_used, float* out,
+                 const ExpertSubset& subset) {
   // Bytes of one expert's matrix in each 3-D tensor.
   const uint64_t gate_bytes = type_traits(w.gate_type).row_bytes(w.n_embd) * uint64_t(w.n_ff);
   const uint64_t up_bytes = type_traits(w.up_type).row_bytes(w.n_embd) * uint64_t(w.n_ff);
@@ -110,8 +111,13 @@ void moe_experts(const FfnWeights& w, int64_t n_expert, const float* x, int64_t 
   std::vector<double> acc(static_cast<size_t>(w.n_embd));
   for (int64_t t = 0; t < n_tokens; ++t) {
     std::fill(acc.begin(), acc.end(), 0.0);
-    for (int64_t k = 0; k < n_used; ++k) {
-      const int64_t e = ids[t * n_used + k];
+    const int64_t k_end = subset.k_end < 0 ? n_used : std::min(subset.k_end, n_used);
+    for (int64_t k = std::max<int64_t>(subset.k_begin, 0); k < k_end; ++k) {
+      int64_t e = ids[t * n_used + k];
+      if (subset.slots) {
+        if (e < 0 || e >= subset.n_slots || subset.slots[e] < 0) continue;
+        e = subset.slots[e];
+      }
       if (e < 0 || e >= n_expert) std::abort();  // moe_route never yields one
       FfnWeights expert = w;
       expert.gate = static_cast<const uint8_t*>(w.gate) + uint64_t(e) * gate_bytes;

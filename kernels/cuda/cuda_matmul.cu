@@ -27,7 +27,8 @@ uint64_t align_up(uint64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 // ---- vector paths -------------------------------------------------------------
 
 // One warp per output row o; up to NC token rows share each weight read.
-// ids (experts): block row y is pair p, its matrix ids[p], x row p / x_div.
+// ids (experts): block row y is pair p, its matrix ids[p], x row p / x_div; a
+// pair with ids[p] < 0 (an expert held elsewhere) gets zeros.
 template <GgmlType T, int NC>
 __global__ void __launch_bounds__(32 * kRowsPerBlock)
     mmv_int8(const uint8_t* __restrict__ W, uint64_t row_bytes, uint64_t mat_bytes, int64_t n_out, int64_t n_in,
@@ -42,6 +43,10 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock)
   int nt;
   if (ids) {
     const int64_t p = blockIdx.y;
+    if (ids[p] < 0) {  // an expert another device holds: its row is zero
+      if (lane == 0) y[p * ldy + o] = 0.0f;
+      return;
+    }
     W += uint64_t(ids[p]) * mat_bytes;
     t0 = p / x_div;
     y += p * ldy;
@@ -123,6 +128,10 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock)
   int nt;
   if (ids) {
     const int64_t p = blockIdx.y;
+    if (ids[p] < 0) {  // an expert another device holds: its row is zero
+      if (lane == 0) y[p * ldy + o] = 0.0f;
+      return;
+    }
     W += uint64_t(ids[p]) * mat_bytes;
     t0 = p / x_div;
     y += p * ldy;

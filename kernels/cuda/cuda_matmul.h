@@ -56,7 +56,8 @@ class MatmulOp {
            void* queue, Path path = Path::Auto) const;
 
   // Experts: for p < n_pairs, y row p = x row (p / x_div) times the matrix
-  // ids[p] (device) of W. x has n_x_rows rows; vector paths only.
+  // ids[p] (device) of W, zeros where ids[p] < 0. x has n_x_rows rows; vector
+  // paths only.
   void run_experts(const float* x, int64_t ldx, int64_t n_x_rows, const int32_t* ids, int64_t n_pairs,
                    int64_t x_div, float* y, int64_t ldy, void* scratch, void* queue) const;
 

@@ -188,6 +188,16 @@ __global__ void combine_experts(const float* __restrict__ y, const float* __rest
   }
 }
 
+// Expert ids to the slices this device holds (-1: held elsewhere, or an id
+// the table does not cover).
+__global__ void map_expert_slots(const int32_t* __restrict__ ids, int64_t n, const int32_t* __restrict__ slots,
+                                 int n_slots, int32_t* __restrict__ out) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const int32_t e = ids[i];
+  out[i] = e >= 0 && e < n_slots ? slots[e] : -1;
+}
+
 }  // namespace
 
 }  // namespace kt::cuda
@@ -268,12 +278,17 @@ class CudaMoeExperts final : public Kernel {
     int device;
     cuda::MatmulOp gate, up, down;
     int64_t n_embd, n_ff, nu, chunk;
+    int32_t* slots = nullptr;  // device copy of expert_slots; null: every id is its slice
+    int n_slots = 0;
   };
   explicit CudaMoeExperts(Setup s) : s_(s) {}
+  ~CudaMoeExperts() override {
+    if (s_.slots) cudaFree(s_.slots);
+  }
 
   static uint64_t scratch_bytes(const Setup& s) {
     const uint64_t pairs = uint64_t(s.chunk * s.nu);
-    return (2 * pairs * s.n_ff + pairs * s.n_embd) * 4 + 1024 +
+    return (2 * pairs * s.n_ff + pairs * s.n_embd) * 4 + pairs * 4 + 1280 +
            std::max({s.gate.scratch_bytes(), s.up.scratch_bytes(), s.down.scratch_bytes()});
   }
 
@@ -287,10 +302,17 @@ class CudaMoeExperts final : public Kernel {
     float* yg = ws;
     float* yu = yg + pairs_max * s_.n_ff;
     float* yd = yu + pairs_max * s_.n_ff;
-    void* scratch = reinterpret_cast<uint8_t*>(ws) + ((2 * pairs_max * s_.n_ff + pairs_max * s_.n_embd) * 4 + 255) / 256 * 256;
+    const uint64_t floats = (2 * pairs_max * s_.n_ff + pairs_max * s_.n_embd) * 4;
+    auto* mapped = reinterpret_cast<int32_t*>(reinterpret_cast<uint8_t*>(ws) + (floats + 255) / 256 * 256);
+    void* scratch = reinterpret_cast<uint8_t*>(ws) + (floats + pairs_max * 4 + 511) / 256 * 256;
     for (int64_t t0 = 0; t0 < x.rows; t0 += s_.chunk) {
       const int64_t nt = std::min(s_.chunk, x.rows - t0), np = nt * s_.nu;
       const int32_t* id = ids.i32() + t0 * s_.nu;
+      if (s_.slots) {
+        cuda::map_expert_slots<<<unsigned(cuda::ceil_div(np, 256)), 256, 0, s>>>(id, np, s_.slots, s_.n_slots, mapped);
+        cuda::check_launch("cuda.moe_experts (expert slots)", a.queue);
+        id = mapped;
+      }
       s_.gate.run_experts(x.row(t0), x.cols, nt, id, np, s_.nu, yg, s_.n_ff, scratch, a.queue);
       s_.up.run_experts(x.row(t0), x.cols, nt, id, np, s_.nu, yu, s_.n_ff, scratch, a.queue);
       const int64_t nh = np * s_.n_ff;
@@ -364,6 +386,10 @@ std::unique_ptr<Kernel> make_cuda_moe_experts(const CallSpec& s, std::string* er
   b.in_type(2, GgmlType::F32);
   b.in_cols(2, s.in[1].cols);
   b.out_cols(0, n_embd);
+  const std::vector<int64_t> slots = b.ints("expert_slots");
+  for (int64_t m : slots) b.check(m >= -1 && m < ne, "expert_slots: slice ", m, " is not in -1..", ne - 1);
+  b.check(slots.size() <= (1u << 20), "expert_slots: ", slots.size(), " entries");
+  b.check(b.ints("choices").empty(), "choices (expert deferral) is a CPU experts' param");
   if (!b.ok()) return nullptr;
   CudaMoeExperts::Setup st;
   st.device = s.device;
@@ -378,6 +404,19 @@ std::unique_ptr<Kernel> make_cuda_moe_experts(const CallSpec& s, std::string* er
       !st.down.init(s.weights[2], st.chunk * st.nu, s.rounding, error, true))
     return nullptr;
   if (!cuda::reserve_workspace(s.device, CudaMoeExperts::scratch_bytes(st), error)) return nullptr;
+  if (!slots.empty()) {
+    // Bound once, read by every step: a plain synchronous upload.
+    std::vector<int32_t> host(slots.begin(), slots.end());
+    cuda::use_device(s.device);
+    cudaError_t rc = cudaMalloc(&st.slots, host.size() * 4);
+    if (rc == cudaSuccess) rc = cudaMemcpy(st.slots, host.data(), host.size() * 4, cudaMemcpyHostToDevice);
+    if (rc != cudaSuccess) {
+      if (st.slots) cudaFree(st.slots);
+      *error = "expert_slots: " + cuda::error_text(int(rc));
+      return nullptr;
+    }
+    st.n_slots = int(host.size());
+  }
   return std::make_unique<CudaMoeExperts>(st);
 }
 

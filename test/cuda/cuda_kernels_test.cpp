@@ -523,6 +523,44 @@ TEST(CudaKernels, MoeExpertsOnTheGpu) {
   }
 }
 
+// Hot experts placed on the GPU (kt-place-experts): the call holds a subset of
+// the slices and expert_slots maps the router's ids to them (-1: held by the
+// CPU). The GPU must skip the others exactly as the reference does; the result
+// is a real share of the whole (neither zeros nor everything).
+TEST(CudaKernels, MoeExpertsOfASubsetBySlots) {
+  KT_REQUIRE_GPU();
+  SplitMix64 rng(26);
+  const int64_t n_embd = 512, n_ff = 256, n_expert = 8, held = 3, nu = 3;
+  for (int64_t rows : {1, 6}) {
+    Call c;
+    c.op = "moe_experts";
+    c.in.push_back(Buf::f32(n_embd, rows, random_floats(size_t(n_embd * rows), rng)));
+    std::vector<int32_t> ids;
+    std::vector<float> w;
+    for (int64_t t = 0; t < rows; ++t)
+      for (int64_t k = 0; k < nu; ++k) {
+        ids.push_back(int32_t((t * 3 + k * 5 + 1) % n_expert));
+        w.push_back(0.2f + 0.5f * rng.uniform());
+      }
+    c.in.push_back(Buf::i32(nu, rows, ids));
+    c.in.push_back(Buf::f32(nu, rows, w));
+    c.out.push_back(Buf::f32(n_embd, rows));
+    c.weights.push_back(Weight::random("gate_exps", GgmlType::Q4_K, n_embd, n_ff, held, 700 + uint64_t(rows)));
+    c.weights.push_back(Weight::random("up_exps", GgmlType::Q4_K, n_embd, n_ff, held, 710 + uint64_t(rows)));
+    c.weights.push_back(Weight::random("down_exps", GgmlType::Q6_K, n_ff, n_embd, held, 720 + uint64_t(rows)));
+    kern::Param slots;
+    slots.key = "expert_slots";
+    slots.ints = {-1, 2, -1, -1, 0, -1, 1, -1};  // experts 4, 6, 1 are held, in that order
+    c.params.push_back(slots);
+    compare(c, 1e-4, "moe_experts with expert_slots x " + std::to_string(rows));
+    const Outcome cpu = run_cpu(c);
+    ASSERT_TRUE(cpu.error.empty()) << cpu.error;
+    double norm = 0;
+    for (float v : cpu.out[0].floats()) norm += double(v) * double(v);
+    EXPECT_GT(norm, 0.0) << "no chosen expert was held";
+  }
+}
+
 // ---- copies ---------------------------------------------------------------------------
 
 TEST(CudaKernels, UploadDownloadCopyTheStepsRows) {

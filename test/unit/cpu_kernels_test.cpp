@@ -5,6 +5,7 @@
 // tokens share its step, which continuous batching relies on.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -220,6 +221,115 @@ TEST(FastMoe, MatchesReferenceAndIsBatchInvariant) {
     EXPECT_EQ(std::memcmp(alone->out[0].data(), fast->out[0].data() + t * n_embd, size_t(n_embd) * 4), 0)
         << "token " << t << " differs when computed alone";
   }
+}
+
+// Experts split between two holders (profile-guided placement: hot experts on
+// the GPU, the rest on the CPU): one call holds a gathered subset of the
+// slices, the other the whole tensor with the subset's slots -1. The two
+// partial sums add up to the whole, in every implementation.
+TEST(FastMoe, ExpertSlotsAndChoicesSplitSumsToWhole) {
+  const int64_t n_embd = 256, n_ff = 256, n_expert = 8, n_used = 3, n = 7;
+  const Tensor g = random_weight(GgmlType::Q4_K, {n_embd, n_ff, n_expert}, 21, "gate");
+  const Tensor u = random_weight(GgmlType::Q4_K, {n_embd, n_ff, n_expert}, 22, "up");
+  const Tensor d = random_weight(GgmlType::Q8_0, {n_ff, n_embd, n_expert}, 23, "down");
+  const std::vector<int32_t> hot = {5, 1, 6};  // the subset, in the order its holder stores it
+  auto gather = [&](const Tensor& t) {
+    Tensor s = t;
+    s.bytes.clear();
+    for (int32_t e : hot) s.bytes.insert(s.bytes.end(), t.bytes.begin() + e * t.view.nb[2], t.bytes.begin() + (e + 1) * t.view.nb[2]);
+    s.view.data = s.view.host = s.bytes.data();
+    s.view.ne[2] = int64_t(hot.size());
+    s.view.nb[3] = s.view.nb[2] * hot.size();
+    return s;
+  };
+  const Tensor gs = gather(g), us = gather(u), ds = gather(d);
+  const std::vector<float> x = random_floats(size_t(n * n_embd), 24);
+  std::vector<float> ids(size_t(n * n_used)), wts = random_floats(size_t(n * n_used), 25);
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t k = 0; k < n_used; ++k) {
+      const int32_t e = int32_t((t * 5 + k * 3) % n_expert);
+      std::memcpy(&ids[size_t(t * n_used + k)], &e, 4);
+    }
+  Param hot_slots, cold_slots;
+  hot_slots.key = cold_slots.key = "expert_slots";
+  for (int32_t e = 0; e < n_expert; ++e) {
+    const auto it = std::find(hot.begin(), hot.end(), e);
+    hot_slots.ints.push_back(it == hot.end() ? -1 : int64_t(it - hot.begin()));
+    cold_slots.ints.push_back(it == hot.end() ? e : -1);
+  }
+  auto make = [&](Impl impl, std::vector<WeightView> w, std::vector<Param> params) {
+    auto c = std::make_unique<Call>("cpu.moe_experts", impl, Rounding::GgmlCpu);
+    c->spec.weights = std::move(w);
+    c->spec.params = std::move(params);
+    c->add_in(GgmlType::F32, n_embd, n, x);
+    c->add_in(GgmlType::I32, n_used, n, ids);
+    c->add_in(GgmlType::F32, n_used, n, wts);
+    c->add_out(GgmlType::F32, n_embd, n);
+    EXPECT_TRUE(c->bind()) << c->error;
+    return c;
+  };
+  const StepData sd = one_sequence(n);
+  auto whole = make(Impl::Reference, {g.view, u.view, d.view}, {});
+  whole->run(sd.step(), n);
+  for (Impl impl : {Impl::Reference, Impl::Fast}) {
+    auto a = make(impl, {gs.view, us.view, ds.view}, {hot_slots});
+    auto b = make(impl, {g.view, u.view, d.view}, {cold_slots});
+    a->run(sd.step(), n);
+    b->run(sd.step(), n);
+    std::vector<float> sum(size_t(n * n_embd));
+    for (size_t i = 0; i < sum.size(); ++i) sum[i] = a->out[0][i] + b->out[0][i];
+    for (int64_t t = 0; t < n; ++t)
+      EXPECT_LE(rel_l2(sum.data() + t * n_embd, whole->out[0].data() + t * n_embd, size_t(n_embd)), 1e-5)
+          << (impl == Impl::Fast ? "fast" : "reference") << ", token " << t;
+    // Each part alone is a real share of the whole, not zeros or all of it.
+    EXPECT_GT(rel_l2(a->out[0].data(), whole->out[0].data(), size_t(n * n_embd)), 0.05);
+    EXPECT_GT(rel_l2(b->out[0].data(), whole->out[0].data(), size_t(n * n_embd)), 0.05);
+  }
+  // Deferral's split of each token's choices: the first two now, the third
+  // later; the parts add up to the whole, and a bad range is refused.
+  for (Impl impl : {Impl::Reference, Impl::Fast}) {
+    Param now, later;
+    now.key = later.key = "choices";
+    now.ints = {0, 2};
+    later.ints = {2, 3};
+    auto a = make(impl, {g.view, u.view, d.view}, {now});
+    auto b = make(impl, {g.view, u.view, d.view}, {later});
+    a->run(sd.step(), n);
+    b->run(sd.step(), n);
+    for (int64_t t = 0; t < n; ++t) {
+      std::vector<float> sum(size_t(n_embd), 0.0f);
+      for (int64_t i = 0; i < n_embd; ++i) sum[size_t(i)] = a->out[0][size_t(t * n_embd + i)] + b->out[0][size_t(t * n_embd + i)];
+      EXPECT_LE(rel_l2(sum.data(), whole->out[0].data() + t * n_embd, size_t(n_embd)), 1e-5)
+          << (impl == Impl::Fast ? "fast" : "reference") << " choices, token " << t;
+    }
+    EXPECT_GT(rel_l2(b->out[0].data(), whole->out[0].data(), size_t(n * n_embd)), 0.05);
+  }
+  {
+    Param bad_choices;
+    bad_choices.key = "choices";
+    bad_choices.ints = {2, 4};
+    auto c = std::make_unique<Call>("cpu.moe_experts", Impl::Fast, Rounding::GgmlCpu);
+    c->spec.weights = {g.view, u.view, d.view};
+    c->spec.params = {bad_choices};
+    c->add_in(GgmlType::F32, n_embd, n, x);
+    c->add_in(GgmlType::I32, n_used, n, ids);
+    c->add_in(GgmlType::F32, n_used, n, wts);
+    c->add_out(GgmlType::F32, n_embd, n);
+    EXPECT_FALSE(c->bind());
+    EXPECT_NE(c->error.find("choices"), std::string::npos) << c->error;
+  }
+  // A slot outside the holder's slices is refused at bind.
+  Param bad = hot_slots;
+  bad.ints[0] = 3;
+  auto c = std::make_unique<Call>("cpu.moe_experts", Impl::Fast, Rounding::GgmlCpu);
+  c->spec.weights = {gs.view, us.view, ds.view};
+  c->spec.params = {bad};
+  c->add_in(GgmlType::F32, n_embd, n, x);
+  c->add_in(GgmlType::I32, n_used, n, ids);
+  c->add_in(GgmlType::F32, n_used, n, wts);
+  c->add_out(GgmlType::F32, n_embd, n);
+  EXPECT_FALSE(c->bind());
+  EXPECT_NE(c->error.find("expert_slots"), std::string::npos) << c->error;
 }
 
 // ---- MLA, absorbed ---------------------------------------------------------------

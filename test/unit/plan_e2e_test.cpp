@@ -6,6 +6,8 @@
 // when it is there, from test/data's copies otherwise.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <utility>
 
@@ -48,7 +50,8 @@ TEST_P(PlanVsLlamaCpp, MatchesLogits) {
   auto tok = kt::Tokenizer::from_gguf((*ex)->gguf());
   ASSERT_TRUE(tok.ok()) << tok.error().message;
   std::ifstream in(models / "index.json");
-  for (const auto& e : nlohmann::json::parse(in)["entries"]) {
+  const nlohmann::json index = nlohmann::json::parse(in);  // a named object: a temporary's entries would dangle
+  for (const auto& e : index["entries"]) {
     if (e["model"] != pc.model + ".gguf") continue;
     EXPECT_EQ(tok->encode(std::string(e["prompt_text"]), true, false), e["prompt_tokens"].get<std::vector<int32_t>>())
         << e["prompt"];
@@ -78,5 +81,71 @@ std::string case_name(const testing::TestParamInfo<PlanCase>& info) {
 }
 
 INSTANTIATE_TEST_SUITE_P(ReferenceModels, PlanVsLlamaCpp, testing::ValuesIn(all_cases()), case_name);
+
+// Expert deferral (kt-compile --defer-experts 1): each decode token's weakest
+// routed choice joins the residual one layer late. It changes results, so it
+// is measured against the exact plan rather than llama.cpp: on every prompt,
+// the prompt's rows (prefill is not deferred) must be identical, and the
+// decode rows (the exact plan's greedy continuation fed to both) are reported
+// as relative L2 and argmax agreement.
+class DeferredExperts : public testing::TestWithParam<PlanCase> {};
+
+TEST_P(DeferredExperts, ChangesOnlyDecodeAndReportsTheError) {
+  const PlanCase& pc = GetParam();
+  const fs::path models = models_dir();
+  if (!fs::exists(models / (pc.model + ".gguf"))) GTEST_SKIP() << pc.model << ".gguf is not in " << models;
+  const fs::path dir = KT_E2E_PLAN_DIR;
+  auto exact = kt::Executor::load((dir / (pc.model + "-" + pc.form + ".ktp")).string());
+  auto defer = kt::Executor::load((dir / (pc.model + "-defer1.ktp")).string());
+  ASSERT_TRUE(exact.ok()) << exact.error().message;
+  ASSERT_TRUE(defer.ok()) << defer.error().message;
+  ExecutorRunner a(**exact), b(**defer);
+  const int64_t nv = a.n_vocab();
+  std::ifstream in(models / "index.json");
+  const nlohmann::json index = nlohmann::json::parse(in);
+  double sum_rel = 0, worst = 0;
+  int rows = 0, same = 0;
+  for (const auto& e : index["entries"]) {
+    if (e["model"] != pc.model + ".gguf") continue;
+    const std::vector<int32_t> prompt = e["prompt_tokens"].get<std::vector<int32_t>>();
+    auto pa = a.prompt(prompt);
+    auto pb = b.prompt(prompt);
+    ASSERT_TRUE(pa.ok() && pb.ok());
+    EXPECT_EQ(*pa, *pb) << "prefill is not deferred: the prompt's logits must not change";
+    std::vector<float> la(pa->end() - nv, pa->end()), lb(pb->end() - nv, pb->end());
+    for (int step = 0; step < 8; ++step) {
+      const int32_t tok = int32_t(std::max_element(la.begin(), la.end()) - la.begin());
+      auto sa = a.step(tok);
+      auto sb = b.step(tok);
+      ASSERT_TRUE(sa.ok() && sb.ok());
+      la = *sa;
+      lb = *sb;
+      double num = 0, den = 0;
+      for (int64_t i = 0; i < nv; ++i) {
+        num += (double(la[size_t(i)]) - double(lb[size_t(i)])) * (double(la[size_t(i)]) - double(lb[size_t(i)]));
+        den += double(la[size_t(i)]) * double(la[size_t(i)]);
+      }
+      const double rel = std::sqrt(num / std::max(den, 1e-30));
+      sum_rel += rel;
+      worst = std::max(worst, rel);
+      same += std::max_element(la.begin(), la.end()) - la.begin() == std::max_element(lb.begin(), lb.end()) - lb.begin();
+      ++rows;
+    }
+  }
+  ASSERT_GT(rows, 0) << "no prompts for " << pc.model;
+  std::printf("[ defer     ] %-22s K=1: decode rows %d, rel L2 mean %.3e worst %.3e, argmax same %d/%d\n",
+              pc.model.c_str(), rows, sum_rel / rows, worst, same, rows);
+  EXPECT_GT(worst, 0.0) << "the deferred plan computed exactly the exact plan's logits: nothing was deferred";
+  EXPECT_LT(sum_rel / rows, 1.0) << "deferral should shift the logits, not replace them";
+}
+
+std::vector<PlanCase> defer_cases() {
+  std::vector<PlanCase> cases;
+  for (const PlanCase& c : all_cases())
+    if (c.model.find("llama") == std::string::npos && c.form != "decompressed") cases.push_back(c);
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(ReferenceModels, DeferredExperts, testing::ValuesIn(defer_cases()), case_name);
 
 }  // namespace

@@ -5,9 +5,11 @@
 // CPU weight that is not an expert once, plus the active experts' weights:
 // bytes per token / triad bandwidth is the decode limit. The active experts
 // come from the routing actually taken (RoutingStats: distinct experts per
-// layer per step), and the run is repeated with routing forced uniformly at
-// random, which defeats the L3 cache random weights would otherwise enjoy
-// (../shared/PEERS.md, "Routing and caches").
+// layer per step), and the run is repeated with routing forced at random,
+// which defeats the L3 cache random weights would otherwise enjoy
+// (../shared/PEERS.md, "Routing and caches"): uniformly by default, or with the
+// skew of real models (--routing zipf:S, profile:FILE) that hot-expert
+// placement is measured under.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -20,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/executor.h"
+#include "runtime/plan_loader.h"
 #include "runtime/routing_hooks.h"
 #include "runtime/sequence.h"
 #include "tools/kt-bench/machine_limits.h"
@@ -68,11 +71,13 @@ struct RunResult {
   double prefill_tps = 0, decode_tps = 0, expert_bytes_per_token = 0, bytes_per_token = 0;
 };
 
-RunResult run_once(Executor& ex, const Bytes& bytes, int64_t n_prompt, int64_t n_gen, bool uniform, uint64_t seed) {
+// forced_by: the distribution routing is forced to, or null for the model's own.
+RunResult run_once(Executor& ex, const Bytes& bytes, int64_t n_prompt, int64_t n_gen,
+                   const RoutingDistribution* forced_by, uint64_t seed) {
   RoutingStats stats;
-  ForcedRouting forced(seed);
+  ForcedRouting forced(forced_by ? *forced_by : RoutingDistribution{}, seed);
   RoutingChain chain;
-  if (uniform) chain.add(&forced);
+  if (forced_by) chain.add(&forced);
   chain.add(&stats);
   ex.set_routing_hook(&chain);
   // A prompt of random ids (any valid token: speed does not depend on text).
@@ -106,6 +111,11 @@ RunResult run_once(Executor& ex, const Bytes& bytes, int64_t n_prompt, int64_t n
   }
   const double t_decode = seconds(t0);
   ex.set_routing_hook(nullptr);
+  if (!forced.unmatched_layers().empty()) {
+    std::fprintf(stderr, "kt-bench: --routing %s: the profile has no layer with the expert count of layer %d\n",
+                 forced.distribution().name.c_str(), forced.unmatched_layers()[0]);
+    std::exit(1);
+  }
   r.prefill_tps = double(n_prompt) / t_prefill;
   r.decode_tps = double(n_gen) / t_decode;
   for (const auto& [layer, L] : stats.layers()) {
@@ -125,6 +135,7 @@ int run_e2e_bench(int argc, char** argv) {
   int64_t n_prompt = 512, n_gen = 64;
   double triad_gib = 3.0;
   bool profile = false;
+  std::string routing = "uniform";
   for (int i = 0; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> const char* { return i + 1 < argc ? argv[++i] : ""; };
@@ -133,18 +144,26 @@ int run_e2e_bench(int argc, char** argv) {
     else if (a == "--gen") n_gen = std::atoll(next());
     else if (a == "--triad-gib") triad_gib = std::atof(next());
     else if (a == "--profile") profile = true;
+    else if (a == "--routing" && i + 1 < argc) routing = next();
     else if (!a.empty() && a[0] != '-' && plan.empty()) plan = a;
     else {
       std::fprintf(stderr,
                    "usage: kt-bench e2e PLAN.ktp [--threads N] [--prompt 512] [--gen 64] [--triad-gib 3] [--profile]\n"
+                   "                    [--routing uniform|zipf:S|profile:FILE]\n"
                    "  prefill and decode tok/s; decode bytes per token (the plan's CPU weights, experts\n"
                    "  as routed) and GB/s against the DRAM triad, with the model's routing and with\n"
-                   "  routing forced uniformly at random\n");
+                   "  routing forced at random: uniformly (default), expert popularity ~ 1/rank^S\n"
+                   "  (ranks shuffled per layer), or as often as a routing profile's decode counts say\n");
       return 2;
     }
   }
   if (plan.empty() || n_prompt < 1 || n_gen < 1) {
     std::fprintf(stderr, "kt-bench e2e: give a plan, --prompt and --gen positive\n");
+    return 2;
+  }
+  auto dist = parse_routing_distribution(routing);
+  if (!dist.ok()) {
+    std::fprintf(stderr, "kt-bench: %s\n", dist.error().message.c_str());
     return 2;
   }
   ExecOptions opts;
@@ -167,28 +186,41 @@ int run_e2e_bench(int argc, char** argv) {
   const Bytes bytes = cpu_bytes(**ex);
   std::printf("cpu: %s\nplan: %s, %d threads, loaded in %.2f s; DRAM triad %.1f GB/s\n", cpu_description().c_str(),
               plan.c_str(), n_threads, load_s, triad.gbps);
+  std::printf("forced routing: %s\n", dist->name.c_str());
   std::printf("%-16s %12s %12s %14s %14s %10s %10s\n", "routing", "prefill t/s", "decode t/s", "expert MB/tok",
               "total MB/tok", "GB/s", "of triad");
   nlohmann::json j = {{"plan", plan}, {"threads", n_threads}, {"triad_gbps", triad.gbps}, {"prompt", n_prompt},
-                      {"gen", n_gen}};
-  for (bool uniform : {false, true}) {
-    // Warm up (page in the weights), then measure.
-    (void)run_once(**ex, bytes, std::min<int64_t>(n_prompt, 16), 2, uniform, 1);
-    (*ex)->set_profiling(profile && uniform);
-    const RunResult r = run_once(**ex, bytes, n_prompt, n_gen, uniform, 42);
+                      {"gen", n_gen}, {"routing", dist->name}};
+  const bool uniform = dist->kind == RoutingDistribution::Kind::Uniform;
+  for (bool forced : {false, true}) {
+    // Warm up (page in the weights; a profile that cannot drive this model
+    // fails here, before the long run), then measure.
+    (void)run_once(**ex, bytes, std::min<int64_t>(n_prompt, 16), 2, forced ? &*dist : nullptr, 1);
+    (*ex)->set_profiling(profile && forced);
+    const RunResult r = run_once(**ex, bytes, n_prompt, n_gen, forced ? &*dist : nullptr, 42);
     (*ex)->set_profiling(false);
     const double gbps = r.bytes_per_token * r.decode_tps / 1e9;
-    const char* name = uniform ? "forced uniform" : "model's own";
-    std::printf("%-16s %12.1f %12.2f %14.1f %14.1f %10.1f %9.0f%%\n", name, r.prefill_tps, r.decode_tps,
+    const std::string name = !forced ? "model's own" : uniform ? "forced uniform"
+                             : dist->kind == RoutingDistribution::Kind::Zipf ? "forced " + dist->name
+                                                                                : "forced profile";
+    std::printf("%-16s %12.1f %12.2f %14.1f %14.1f %10.1f %9.0f%%\n", name.c_str(), r.prefill_tps, r.decode_tps,
                 r.expert_bytes_per_token / 1e6, r.bytes_per_token / 1e6, gbps, 100.0 * gbps / triad.gbps);
-    j[uniform ? "uniform" : "model"] = {{"prefill_tps", r.prefill_tps},
+    // "uniform" stays the key of the uniform run (scripts read it); a skewed one is "forced".
+    j[!forced ? "model" : uniform ? "uniform" : "forced"] = {{"prefill_tps", r.prefill_tps},
                                         {"decode_tps", r.decode_tps},
                                         {"expert_bytes_per_token", r.expert_bytes_per_token},
                                         {"bytes_per_token", r.bytes_per_token},
                                         {"decode_gbps", gbps},
                                         {"decode_limit_tps", triad.gbps * 1e9 / r.bytes_per_token}};
   }
-  if (profile) std::printf("kernels, forced uniform run:\n%s", (*ex)->profile_report().c_str());
+  // kt-compile --profile's prediction (hot experts on the GPU, CPU-bound).
+  if (const double p = plan_option_f((*ex)->plan(), "predicted_decode_tok_s"); p > 0) {
+    std::printf("predicted by kt-compile --profile: decode %.1f tok/s (%.1f without the hot experts) at %.0f GB/s\n", p,
+                plan_option_f((*ex)->plan(), "predicted_decode_tok_s_without_profile"),
+                plan_option_f((*ex)->plan(), "cpu_bandwidth_gbs"));
+    j["predicted_decode_tps"] = p;
+  }
+  if (profile) std::printf("kernels, forced %s run:\n%s", dist->name.c_str(), (*ex)->profile_report().c_str());
   std::printf("%s\n", j.dump().c_str());
   return 0;
 }

@@ -1,8 +1,9 @@
 // kt-bench moe: one MoE layer of a real model's shape (random valid blocks),
 // run through the registry's cpu.moe_experts as a plan runs it: decode (one
-// token, experts chosen uniformly at random, so each step reads new experts)
-// in GB/s of expert weights against the DRAM triad, and prefill (128, 512,
-// 2048 tokens) in TFLOP/s against oneDNN's BF16 GEMM on the same shapes.
+// token, experts chosen at random, so each step reads new experts) in GB/s of
+// expert weights against the DRAM triad, and prefill (128, 512, 2048 tokens) in
+// TFLOP/s against oneDNN's BF16 GEMM on the same shapes. --routing draws the
+// experts uniformly (default), Zipf-skewed or as a routing profile says.
 #include <algorithm>
 #include <cmath>
 #include <chrono>
@@ -18,6 +19,7 @@
 #include "kernels/kernel.h"
 #include "kernels/random_blocks.h"
 #include "kernels/registry.h"
+#include "runtime/routing_hooks.h"
 #include "runtime/thread_pool.h"
 #include "tools/kt-bench/machine_limits.h"
 
@@ -79,9 +81,13 @@ std::unique_ptr<Layer> make_layer(const Shape& s) {
   return L;
 }
 
-// Seconds per call of cpu.moe_experts over n tokens (best of reps), routing
-// uniformly at random with a new draw every call.
-double time_moe(const Shape& s, const Layer& L, ThreadPool& pool, int64_t n, int reps) {
+struct MoeTime {
+  double seconds = 0;   // per call, best of the repetitions
+  double distinct = 0;  // experts one call reads, mean over the calls
+};
+
+// cpu.moe_experts over n tokens, with a new draw of experts every call.
+MoeTime time_moe(const Shape& s, const Layer& L, ThreadPool& pool, int64_t n, int reps, const RoutingDistribution& dist) {
   kern::CallSpec spec;
   spec.kernel = "cpu.moe_experts";
   spec.in = {{GgmlType::F32, s.n_embd, n}, {GgmlType::I32, s.n_used, n}, {GgmlType::F32, s.n_used, n}};
@@ -111,22 +117,33 @@ double time_moe(const Shape& s, const Layer& L, ThreadPool& pool, int64_t n, int
   a.weights = spec.weights;
   a.step = &step;
   a.par = &pool;
-  double best = 1e30;
+  // The draw goes through the routing hook benchmarks force whole models with,
+  // as if this were layer 0's router.
+  ForcedRouting forced(dist, 11);
+  kern::RouteEvent ev;
+  ev.layer = 0;
+  ev.step = &step;
+  ev.n_expert = s.n_expert;
+  ev.n_used = s.n_used;
+  ev.ids = ids.data();
+  ev.weights = w.data();
+  double best = 1e30, distinct = 0;
   for (int r = 0; r < reps + 1; ++r) {
-    for (int64_t t = 0; t < n; ++t)  // distinct experts per token
-      for (int64_t k2 = 0; k2 < s.n_used; ++k2) {
-        int32_t e;
-        do e = int32_t(rng.next() % uint64_t(s.n_expert));
-        while (std::find(&ids[size_t(t * s.n_used)], &ids[size_t(t * s.n_used + k2)], e) !=
-               &ids[size_t(t * s.n_used + k2)]);
-        ids[size_t(t * s.n_used + k2)] = e;
-      }
+    forced.on_route(ev);
+    if (!forced.unmatched_layers().empty()) {
+      std::fprintf(stderr, "kt-bench moe: --routing %s: the profile has no layer of %lld experts (%s)\n",
+                   dist.name.c_str(), (long long)s.n_expert, s.name);
+      std::exit(1);
+    }
+    std::vector<bool> seen(size_t(s.n_expert), false);
+    for (int32_t e : ids) seen[size_t(e)] = true;
+    distinct += double(std::count(seen.begin(), seen.end(), true)) / double(reps + 1);
     const auto t0 = Clock::now();
     k->run(a);
     const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
     if (r > 0) best = std::min(best, dt);  // the first call pages the weights in
   }
-  return best;
+  return {best, distinct};
 }
 
 }  // namespace
@@ -135,33 +152,43 @@ int run_moe_bench(int argc, char** argv) {
   std::string only;
   int threads = 0;
   bool quick = false;
+  std::string routing = "uniform";
   for (int i = 0; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--model" && i + 1 < argc) only = argv[++i];
+    else if (a == "--routing" && i + 1 < argc) routing = argv[++i];
     else if (a == "--threads" && i + 1 < argc) threads = std::atoi(argv[++i]);
     else if (a == "--quick") quick = true;
     else {
       std::fprintf(stderr, "usage: kt-bench moe [--model deepseek-v2-lite|deepseek-v3|qwen2-57b-a14b|mixtral-8x7b] "
-                           "[--threads N] [--quick]\n");
+                           "[--threads N] [--quick] [--routing uniform|zipf:S|profile:FILE]\n");
       return 2;
     }
   }
+  auto dist = parse_routing_distribution(routing);
+  if (!dist.ok()) {
+    std::fprintf(stderr, "kt-bench: %s\n", dist.error().message.c_str());
+    return 2;
+  }
   ThreadPool pool(threads);
   const TriadResult triad = measure_triad(uint64_t(quick ? 1 : 3) << 30, pool.n_threads(), 3);
-  std::printf("cpu: %s, %d threads; DRAM triad %.1f GB/s\n", cpu_description().c_str(), pool.n_threads(), triad.gbps);
+  std::printf("cpu: %s, %d threads; DRAM triad %.1f GB/s; routing %s\n", cpu_description().c_str(), pool.n_threads(),
+              triad.gbps, dist->name.c_str());
   std::printf("%-18s %8s %10s %10s %12s %12s %10s\n", "model", "tokens", "ms", "GB/s", "of triad", "TFLOP/s",
               "oneDNN bf16");
-  nlohmann::json j = {{"triad_gbps", triad.gbps}, {"threads", pool.n_threads()}, {"moe", nlohmann::json::array()}};
+  nlohmann::json j = {{"triad_gbps", triad.gbps}, {"threads", pool.n_threads()}, {"routing", dist->name},
+                      {"moe", nlohmann::json::array()}};
   for (const Shape& s : kShapes) {
     if (!only.empty() && only != s.name) continue;
     auto L = make_layer(s);
     const double expert_bytes = double(L->gate.size() + L->up.size() + L->down.size()) / double(s.n_expert);
     for (int64_t n : {int64_t(1), int64_t(128), int64_t(512), int64_t(2048)}) {
       if (quick && n > 128) continue;
-      const double sec = time_moe(s, *L, pool, n, n == 1 ? 20 : 3);
-      // Bytes: the distinct experts one call reads (all of them once n*n_used >> n_expert).
-      const double distinct = double(s.n_expert) * (1.0 - std::pow(1.0 - double(s.n_used) / double(s.n_expert), double(n)));
-      const double gbps = distinct * expert_bytes / sec / 1e9;
+      const MoeTime mt = time_moe(s, *L, pool, n, n == 1 ? 20 : 3, *dist);
+      const double sec = mt.seconds;
+      // Bytes: the distinct experts one call reads (all of them once n*n_used >> n_expert
+      // under uniform routing; fewer under skew).
+      const double gbps = mt.distinct * expert_bytes / sec / 1e9;
       const double flops = 2.0 * 3.0 * double(s.n_embd) * double(s.n_ff) * double(n * s.n_used);
       char dnnl[32] = "-";
       double dnnl_tflops = 0;

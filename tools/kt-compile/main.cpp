@@ -1,5 +1,6 @@
 // kt-compile: model.gguf [rules.yaml] -> plan.ktp. The pipeline (DESIGN.md
-// "Passes"): import, apply-rules, absorb-mla, place, split-layers, lower,
+// "Passes"): import, apply-rules, place, place-experts (with --profile),
+// absorb-mla, split-layers, lower,
 // insert-transfers, plan-memory, then the plan is written. --emit prints a
 // stage instead (mlir: the placed kt IR; exec-mlir: kt_exec; plan-json).
 // Errors are one line on stderr and exit status 1; warnings are lines on stderr.
@@ -53,6 +54,18 @@ static cl::opt<std::string> kv_type("kv-type", cl::init("f16"), cl::value_desc("
 static cl::opt<std::string> mla("mla", cl::init("auto"), cl::value_desc("auto|absorbed|decompressed"),
                                 cl::desc("MLA form per phase (auto: decode absorbed, prefill as the rules say)"));
 
+static cl::opt<std::string> profile("profile", cl::init(""), cl::value_desc("profile.json|random:SEED"),
+                                    cl::desc("routing profile (kt-exec --routing-profile-out): the GPU memory left "
+                                             "after placement holds the most used routed experts"));
+static cl::opt<double> cpu_bandwidth("cpu-bandwidth", cl::init(80.0), cl::value_desc("GB/s"),
+                                     cl::desc("CPU memory bandwidth for --profile's predicted decode tok/s "
+                                              "(kt-bench prints the triad)"));
+static cl::opt<int64_t> defer_experts("defer-experts", cl::init(0), cl::value_desc("K"),
+                                      cl::desc("decode: each token's K weakest routed experts on the CPU are added "
+                                               "after the next layer's attention, overlapping it (changes results "
+                                               "slightly; 0: off)"));
+static cl::opt<int64_t> defer_experts_prefill("defer-experts-prefill", cl::init(0), cl::value_desc("K"),
+                                              cl::desc("the same for prefill"));
 static cl::opt<bool> verbose("verbose", cl::desc("print each stage and its time on stderr (always for models over 1 GiB)"));
 static cl::opt<std::string> last_pass("last-pass", cl::init(""), cl::value_desc("pass"),
                                        cl::desc("the last step to run: import, apply-rules, place (for tests "
@@ -93,6 +106,7 @@ int main(int argc, char** argv) {
   if (!last_pass.empty() && last_pass != "import" && last_pass != "apply-rules" && last_pass != "place")
     return fail("--last-pass=" + last_pass + ": expected import, apply-rules or place");
   if (prefill_len < 1) return fail("--prefill-len must be positive");
+  if (defer_experts < 0 || defer_experts_prefill < 0) return fail("--defer-experts must not be negative");
 
   mlir::MLIRContext context;
   // Progress on stderr for large models (or with --verbose): what each stage
@@ -127,6 +141,7 @@ int main(int argc, char** argv) {
     if (last_pass != "apply-rules") {
       // Without a rules file every op is placed automatically.
       pm.addPass(kt::createPlace(kt::PlaceOptions{gpu_mem, gpus, prefill_len, ctx}));
+      if (!profile.empty()) pm.addPass(kt::createPlaceExperts(kt::PlaceExpertsOptions{profile, model_path, cpu_bandwidth}));
       // After placement: the better MLA form depends on the device.
       pm.addPass(kt::createAbsorbMla(kt::AbsorbMlaOptions{mla}));
     }
@@ -162,7 +177,8 @@ int main(int argc, char** argv) {
   // Lowering to the plan.
   mlir::PassManager lower(&context);
   lower.addPass(kt::createLowerToExec(kt::LowerToExecOptions{
-      model_path, gguf_ref(model_path, emit.empty() ? output.getValue() : std::string()), ctx, ubatch, max_batch, kv}));
+      model_path, gguf_ref(model_path, emit.empty() ? output.getValue() : std::string()), ctx, ubatch, max_batch, kv,
+      defer_experts, defer_experts_prefill}));
   lower.addPass(kt::createInsertTransfers());
   lower.addPass(kt::createPlanMemory());
   if (mlir::failed(lower.run(module.value().get()))) return 1;

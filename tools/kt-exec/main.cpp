@@ -22,6 +22,9 @@
 #include "runtime/chat_template.h"
 #include "runtime/executor.h"
 #include "runtime/npy_writer.h"
+#include "runtime/plan_loader.h"
+#include "runtime/routing_hooks.h"
+#include "runtime/routing_profile.h"
 #include "runtime/sampler.h"
 #include "runtime/sequence.h"
 #include "runtime/text_stream.h"
@@ -51,6 +54,8 @@ const char kUsage[] =
     "  --exact              reference rounding in double instead of llama.cpp's\n"
     "  --verbose            print the kernels chosen\n"
     "  --profile            time every kernel and print a table at the end\n"
+    "  --routing-profile-out F.json  count which experts the routers chose (prefill and\n"
+    "                       decode apart) and write them at exit (kt-gguf profile-show)\n"
     "  --list-kernels       print the kernels this build has and exit\n";
 
 int fail(const std::string& message) {
@@ -59,7 +64,7 @@ int fail(const std::string& message) {
 }
 
 struct Args {
-  std::string plan, prompt, prompt_file, system, logits_out, chat_template;
+  std::string plan, prompt, prompt_file, system, logits_out, chat_template, routing_profile_out;
   bool have_prompt = false, chat = false, ignore_eos = false, special = false, reference = false, exact = false,
        verbose = false, list_kernels = false, profile = false;
   int64_t n_predict = 128;
@@ -139,6 +144,10 @@ std::string parse_args(int argc, char** argv, Args& a) {
       const char* s = need(i);
       if (!s) return arg + ": missing file";
       a.logits_out = s;
+    } else if (arg == "--routing-profile-out") {
+      const char* s = need(i);
+      if (!s) return arg + ": missing file";
+      a.routing_profile_out = s;
     } else if (arg == "--greedy") {
       a.sampling.temperature = 0;
     } else if (arg == "--chat") {
@@ -171,14 +180,24 @@ std::string parse_args(int argc, char** argv, Args& a) {
 struct Timing {
   double load_s = 0, prefill_s = 0, decode_s = 0;
   int64_t prefill_tokens = 0, generated = 0, decode_steps = 0;
+  // kt-compile --profile's prediction (plan options), printed beside the
+  // achieved decode speed; 0 when the plan has none.
+  double predicted = 0, predicted_without = 0, cpu_gbs = 0;
 
   // Decode speed is decode steps (one token through the model) per second.
   void print() const {
+    const double decode = decode_s > 0 ? decode_steps / decode_s : 0.0;
     std::fprintf(stderr, "\nkt-exec: load %.2f s | prompt %lld tokens, %.1f tok/s | generated %lld tokens, %.1f tok/s\n",
                  load_s, (long long)prefill_tokens, prefill_s > 0 ? prefill_tokens / prefill_s : 0.0,
-                 (long long)generated, decode_s > 0 ? decode_steps / decode_s : 0.0);
+                 (long long)generated, decode);
+    if (predicted > 0)
+      std::fprintf(stderr,
+                   "kt-exec: decode %.1f tok/s achieved, %.1f predicted by kt-compile --profile (%.1f without the "
+                   "profile's hot experts; CPU-bound at %.0f GB/s)\n",
+                   decode, predicted, predicted_without, cpu_gbs);
   }
 };
+
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
@@ -186,7 +205,8 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 // returns it. logits_out (may be null) receives one row per generated token.
 kt::Result<std::string> generate(kt::Sequence& seq, std::span<const float> logits, const kt::Tokenizer& tok,
                                  kt::Sampler& sampler, const Args& a, int64_t n_ctx, kt::NpyWriter* logits_out,
-                                 Timing& timing) {
+                                 Timing& timing, kt::RoutingStats* routing) {
+  if (routing) routing->set_decode(true);
   kt::TokenTextStream stream(tok, /*starts_sequence=*/false);
   std::string text;
   std::vector<float> row(logits.begin(), logits.end());
@@ -225,7 +245,8 @@ std::vector<int32_t> tokenize_prompt(const kt::Tokenizer& tok, const std::string
   return tok.encode(text, /*add_special=*/!has_bos, parse_special);
 }
 
-int run_chat(kt::Executor& ex, const kt::Tokenizer& tok, kt::Sampler& sampler, const Args& a, Timing& timing) {
+int run_chat(kt::Executor& ex, const kt::Tokenizer& tok, kt::Sampler& sampler, const Args& a, Timing& timing,
+             kt::RoutingStats* routing) {
   std::string source = ex.plan().chat_template() ? ex.plan().chat_template()->str() : "";
   std::string source_name = "tokenizer.chat_template";
   if (!a.chat_template.empty()) {
@@ -281,13 +302,14 @@ int run_chat(kt::Executor& ex, const kt::Tokenizer& tok, kt::Sampler& sampler, c
     // Reuse the cached prefix (the earlier turns); run at least one token.
     const int64_t keep = std::min<int64_t>(seq.common_prefix(tokens), int64_t(tokens.size()) - 1);
     seq.truncate(keep);
+    if (routing) routing->set_decode(false);
     const auto t0 = Clock::now();
     auto logits = seq.feed(std::span<const int32_t>(tokens).subspan(size_t(keep)));
     timing.prefill_s += seconds_since(t0);
     timing.prefill_tokens += int64_t(tokens.size()) - keep;
     if (!logits.ok()) return fail(logits.error().message);
     for (int32_t t : tokens) sampler.accept(t);
-    auto reply = generate(seq, *logits, tok, sampler, a, ex.n_ctx(), nullptr, timing);
+    auto reply = generate(seq, *logits, tok, sampler, a, ex.n_ctx(), nullptr, timing, routing);
     if (!reply.ok()) return fail(reply.error().message);
     std::fputs("\n", stdout);
     std::fflush(stdout);
@@ -297,6 +319,15 @@ int run_chat(kt::Executor& ex, const kt::Tokenizer& tok, kt::Sampler& sampler, c
     if (eof) break;
   }
   timing.print();
+  return 0;
+}
+
+// --routing-profile-out: the counts, tied to the model by its GGUF fingerprint.
+int write_profile(const kt::Executor& ex, const kt::RoutingStats& routing, const std::string& path) {
+  const kt::GgufFile& g = ex.gguf();
+  const kt::RoutingProfile p = kt::routing_profile_from(routing, kt::gguf_fingerprint(g), std::string(g.architecture()), 0);
+  if (auto s = kt::write_routing_profile(path, p); !s.ok()) return fail(s.error().message);
+  std::fprintf(stderr, "kt-exec: routing profile of %zu MoE layers written to %s\n", p.layers.size(), path.c_str());
   return 0;
 }
 
@@ -334,12 +365,22 @@ int main(int argc, char** argv) {
   auto tok = kt::Tokenizer::from_gguf((*ex)->gguf());
   if (!tok.ok()) return fail(tok.error().message);
   timing.load_s = seconds_since(t_load);
+  timing.predicted = kt::plan_option_f((*ex)->plan(), "predicted_decode_tok_s");
+  timing.predicted_without = kt::plan_option_f((*ex)->plan(), "predicted_decode_tok_s_without_profile");
+  timing.cpu_gbs = kt::plan_option_f((*ex)->plan(), "cpu_bandwidth_gbs");
   if (a.verbose)
     std::fprintf(stderr, "kt-exec: %d threads, context %lld\n%s", (*ex)->n_threads(), (long long)(*ex)->n_ctx(),
                  (*ex)->kernel_summary().c_str());
   kt::Sampler sampler(a.sampling);
   (*ex)->set_profiling(a.profile);
-  if (a.chat) return run_chat(**ex, *tok, sampler, a, timing);
+  // Sees every routing decision; the phase is set before each feed.
+  kt::RoutingStats routing_stats;
+  kt::RoutingStats* routing = a.routing_profile_out.empty() ? nullptr : &routing_stats;
+  (*ex)->set_routing_hook(routing);
+  if (a.chat) {
+    const int rc = run_chat(**ex, *tok, sampler, a, timing, routing);
+    return rc == 0 && routing ? write_profile(**ex, *routing, a.routing_profile_out) : rc;
+  }
 
   const std::vector<int32_t> prompt = tokenize_prompt(*tok, a.prompt, a.special);
   if (prompt.empty()) return fail("the prompt has no tokens");
@@ -359,6 +400,7 @@ int main(int argc, char** argv) {
     each_row = [&](int64_t, std::span<const float> row) {
       if (row_status.ok()) row_status = logits_out->append(row);
     };
+  if (routing) routing->set_decode(false);
   const auto t0 = Clock::now();
   auto logits = seq.feed(prompt, each_row);
   timing.prefill_s = seconds_since(t0);
@@ -366,12 +408,14 @@ int main(int argc, char** argv) {
   if (!logits.ok()) return fail(logits.error().message);
   if (!row_status.ok()) return fail(row_status.error().message);
   for (int32_t t : prompt) sampler.accept(t);
-  auto text = generate(seq, *logits, *tok, sampler, a, (*ex)->n_ctx(), logits_out ? &*logits_out : nullptr, timing);
+  auto text = generate(seq, *logits, *tok, sampler, a, (*ex)->n_ctx(), logits_out ? &*logits_out : nullptr, timing,
+                       routing);
   if (!text.ok()) return fail(text.error().message);
   std::fputs("\n", stdout);
   if (logits_out)
     if (auto s = logits_out->close(); !s.ok()) return fail(s.error().message);
   timing.print();
   if (a.profile) std::fprintf(stderr, "%s", (*ex)->profile_report().c_str());
+  if (routing) return write_profile(**ex, *routing, a.routing_profile_out);
   return 0;
 }
