@@ -1,5 +1,7 @@
 #include "passes/rules/rule_file.h"
 
+#include "passes/rules/regex_cost.h"
+
 #include <yaml-cpp/yaml.h>
 
 #include <fstream>
@@ -25,6 +27,8 @@ Error at(const SourceLoc& l, const std::string& what) { return err(l.str(), ": "
 Result<std::shared_ptr<const std::regex>> compile_pattern(const std::string& p, const SourceLoc& l) {
   if (p.size() > kMaxPatternLength)
     return at(l, "name pattern is " + std::to_string(p.size()) + " characters; the limit is " + std::to_string(kMaxPatternLength));
+  if (std::string why = regex_cost_problem(p); !why.empty())
+    return at(l, "name pattern \"" + printable(p) + "\" is refused: " + why);
   try {
     return std::make_shared<const std::regex>(p, std::regex::ECMAScript);
   } catch (const std::regex_error& e) {

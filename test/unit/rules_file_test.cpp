@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "passes/rules/alias_table.h"
+#include "passes/rules/regex_cost.h"
 #include "passes/rules/rule_file.h"
 
 namespace kt::rules {
@@ -103,6 +104,13 @@ TEST(RuleFile, BadRulesNameTheirPlace) {
       {"- match: {name: a}\n  replace: {class: default}\n  recursive: maybe\n", "t.yaml:3:14", "True or False"},
       {"- match: {name: a}\n  replace: {class: default}\n  recurse: False\n", "t.yaml:3:3", "unknown rule key"},
       {"- match: {name: a}\n  replace: {class: default, kwargs: [1, 2]}\n", "t.yaml:2:37", "must be a mapping"},
+      // Patterns a backtracking engine could stall on.
+      {"- match: {name: '^(a+)+$'}\n  replace: {class: default}\n", "t.yaml:1:17", "a repeated group holds a repetition"},
+      {"- match: {name: '^(model|model)*x'}\n  replace: {class: default}\n", "t.yaml:1:17", "holds alternatives"},
+      {"- match: {name: '((x.*)y)*'}\n  replace: {class: default}\n", "t.yaml:1:17", "holds a repetition"},
+      {"- match: {name: '(a{2,})+'}\n  replace: {class: default}\n", "t.yaml:1:17", "holds a repetition"},
+      {"- match: {name: '.*.*.*.*.*x'}\n  replace: {class: default}\n", "t.yaml:1:17", "more than 4 unbounded"},
+      {"- match: {name: 'a{1000}'}\n  replace: {class: default}\n", "t.yaml:1:17", "counts past 100"},
   };
   for (const BadCase& c : cases) {
     auto f = parse_rule_file(c.text, "t.yaml");
@@ -112,6 +120,18 @@ TEST(RuleFile, BadRulesNameTheirPlace) {
     EXPECT_NE(m.find(c.what), std::string::npos) << m;
     EXPECT_EQ(m.find('\n'), std::string::npos) << m;
   }
+}
+
+// What KTransformers' files and ordinary rules use stays accepted (escapes,
+// classes holding metacharacters, lookahead, optional groups, a repeated group
+// of one atom); only repetition of repetition or alternatives is refused.
+TEST(RuleFile, RegexCostBoundKeepsRealPatterns) {
+  for (const char* ok : {"^model\\.layers\\.(0|[1-9]|[12][0-9])\\.(?!self_attn\\.kv_b_proj).*$",
+                         "^model\\.layers\\.(?!.*self_attn\\.kv_b_proj).*$", "(^model\\.layers\\.([3456][0-9])\\.)|(model.norm)",
+                         "^model\\.layers\\..*\\.block_sparse_moe\\.experts$", "a{2,5}b?c*", "[(*+]+x", "\\(a+\\)+",
+                         "(?:ab)?c", "x{", "(a)*", "([0-9])+\\."})
+    EXPECT_EQ(rules::regex_cost_problem(ok), "") << ok;
+  EXPECT_NE(rules::regex_cost_problem("^(m|o|d|e|l|\\.|[a-z0-9_])*$"), "");
 }
 
 TEST(AliasTable, UnknownAndUnsupportedNamesAreErrorsAtTheirLine) {
