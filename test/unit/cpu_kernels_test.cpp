@@ -304,32 +304,25 @@ TEST(FastMoe, ExpertSlotsAndChoicesSplitSumsToWhole) {
     }
     EXPECT_GT(rel_l2(b->out[0].data(), whole->out[0].data(), size_t(n * n_embd)), 0.05);
   }
-  {
-    Param bad_choices;
-    bad_choices.key = "choices";
-    bad_choices.ints = {2, 4};
+  // Parts outside the call's weights or choices are refused at bind, by name.
+  auto refused = [&](std::vector<WeightView> w, Param p) {
     auto c = std::make_unique<Call>("cpu.moe_experts", Impl::Fast, Rounding::GgmlCpu);
-    c->spec.weights = {g.view, u.view, d.view};
-    c->spec.params = {bad_choices};
+    c->spec.weights = std::move(w);
+    c->spec.params = {p};
     c->add_in(GgmlType::F32, n_embd, n, x);
     c->add_in(GgmlType::I32, n_used, n, ids);
     c->add_in(GgmlType::F32, n_used, n, wts);
     c->add_out(GgmlType::F32, n_embd, n);
     EXPECT_FALSE(c->bind());
-    EXPECT_NE(c->error.find("choices"), std::string::npos) << c->error;
-  }
-  // A slot outside the holder's slices is refused at bind.
-  Param bad = hot_slots;
-  bad.ints[0] = 3;
-  auto c = std::make_unique<Call>("cpu.moe_experts", Impl::Fast, Rounding::GgmlCpu);
-  c->spec.weights = {gs.view, us.view, ds.view};
-  c->spec.params = {bad};
-  c->add_in(GgmlType::F32, n_embd, n, x);
-  c->add_in(GgmlType::I32, n_used, n, ids);
-  c->add_in(GgmlType::F32, n_used, n, wts);
-  c->add_out(GgmlType::F32, n_embd, n);
-  EXPECT_FALSE(c->bind());
-  EXPECT_NE(c->error.find("expert_slots"), std::string::npos) << c->error;
+    EXPECT_NE(c->error.find(p.key), std::string::npos) << c->error;
+  };
+  Param bad_choices;
+  bad_choices.key = "choices";
+  bad_choices.ints = {2, 4};  // past n_used
+  refused({g.view, u.view, d.view}, bad_choices);
+  Param bad_slot = hot_slots;
+  bad_slot.ints[0] = 3;  // the subset holds 3 slices: 0..2
+  refused({gs.view, us.view, ds.view}, bad_slot);
 }
 
 // ---- MLA, absorbed ---------------------------------------------------------------
