@@ -72,14 +72,16 @@ struct RunResult {
 };
 
 // forced_by: the distribution routing is forced to, or null for the model's own.
+// hooks = false: no routing hook at all (no bytes counted): a GPU router then
+// stays on the GPU instead of handing its logits to the host each layer.
 RunResult run_once(Executor& ex, const Bytes& bytes, int64_t n_prompt, int64_t n_gen,
-                   const RoutingDistribution* forced_by, uint64_t seed) {
+                   const RoutingDistribution* forced_by, uint64_t seed, bool hooks = true) {
   RoutingStats stats;
   ForcedRouting forced(forced_by ? *forced_by : RoutingDistribution{}, seed);
   RoutingChain chain;
   if (forced_by) chain.add(&forced);
   chain.add(&stats);
-  ex.set_routing_hook(&chain);
+  ex.set_routing_hook(hooks ? &chain : nullptr);
   // A prompt of random ids (any valid token: speed does not depend on text).
   std::vector<int32_t> prompt(static_cast<size_t>(n_prompt));
   uint64_t s = seed;
@@ -212,6 +214,16 @@ int run_e2e_bench(int argc, char** argv) {
                                         {"bytes_per_token", r.bytes_per_token},
                                         {"decode_gbps", gbps},
                                         {"decode_limit_tps", triad.gbps * 1e9 / r.bytes_per_token}};
+  }
+  {
+    // The model's own routing with no hook installed: what a user gets. The
+    // rows above pay for counting (and forcing) routes: a GPU router hands
+    // its logits to the host and waits, every MoE layer.
+    (void)run_once(**ex, bytes, std::min<int64_t>(n_prompt, 16), 2, nullptr, 1, false);
+    const RunResult r = run_once(**ex, bytes, n_prompt, n_gen, nullptr, 42, false);
+    std::printf("%-16s %12.1f %12.2f %14s %14s %10s %10s\n", "own, no hooks", r.prefill_tps, r.decode_tps, "-", "-", "-",
+                "-");
+    j["own_no_hooks"] = {{"prefill_tps", r.prefill_tps}, {"decode_tps", r.decode_tps}};
   }
   // kt-compile --profile's prediction (hot experts on the GPU, CPU-bound).
   if (const double p = plan_option_f((*ex)->plan(), "predicted_decode_tok_s"); p > 0) {
