@@ -107,29 +107,32 @@ if [ "${KT_PACK_BENCH:-1}" = 1 ] && [ -x "$compile" ]; then
   synth v2lite --like deepseek-v2-lite --mla-split
   bplan v2lite cpu --gpu-mem 0
   bplan v2lite hybrid rules/deepseek-v2-lite-hybrid.yaml
-  # Issue 13 on V2-Lite: hot experts from a Zipf(1.0) profile (profile-synth:
-  # what kt-bench e2e --routing zipf:1.0 forces, seed 42) in GPU memory that
-  # leaves 25%, 50% and 100% of the routed experts' bytes room beyond the
-  # hybrid plan's weights; expert deferral K = 1, 2. KT_PACK_HOT=0 skips them.
-  if [ "${KT_PACK_HOT:-1}" = 1 ]; then
-    rules=rules/deepseek-v2-lite-hybrid.yaml
-    build/device/bin/kt-gguf profile-synth "$tmp/v2lite.gguf" --routing zipf:1.0 -o "$tmp/v2lite-zipf.json"
-    ex=$("$compile" "$tmp/v2lite.gguf" $rules --ctx 4096 --gpu-mem 70GiB --explain)
-    budget=$("$compile" "$tmp/v2lite.gguf" $rules --ctx 4096 --gpu-mem 70GiB --emit=mlir | grep -oE 'gpu_budget = [0-9]+' | grep -oE '[0-9]+$')
+  # Issue 13: hot experts from a Zipf(1.0) profile (profile-synth: what
+  # kt-bench e2e --routing zipf:1.0 forces, seed 42) in GPU memory that leaves
+  # 25%, 50% and 100% of the routed experts' bytes room beyond the hybrid
+  # plan's weights; expert deferral K = 1, 2. KT_PACK_HOT=0 skips them.
+  hotplans() {  # model rules
+    local m=$1 rules=$2 ex budget gpu_w experts mem pct
+    [ "${KT_PACK_HOT:-1}" = 1 ] || return 0
+    build/device/bin/kt-gguf profile-synth "$tmp/$m.gguf" --routing zipf:1.0 -o "$tmp/$m-zipf.json"
+    ex=$("$compile" "$tmp/$m.gguf" $rules --ctx 4096 --gpu-mem 70GiB --explain)
+    budget=$("$compile" "$tmp/$m.gguf" $rules --ctx 4096 --gpu-mem 70GiB --emit=mlir | grep -oE 'gpu_budget = [0-9]+' | grep -oE '[0-9]+$')
     gpu_w=$(echo "$ex" | awk '$1 == "cuda:0:" {print $2}')
     experts=$(echo "$ex" | awk '$2 == "experts" {s += $5} END {printf "%.0f", s}')
     for pct in 25 50 100; do
       mem=$(( (70 << 30) - budget + gpu_w + experts * pct / 100 + (16 << 20) ))
-      bplan v2lite hot$pct $rules --gpu-mem $mem --profile "$tmp/v2lite-zipf.json" --cpu-bandwidth 90
+      bplan $m hot$pct $rules --gpu-mem $mem --profile "$tmp/$m-zipf.json" --cpu-bandwidth 90
     done
-    bplan v2lite defer1 $rules --defer-experts 1
-    bplan v2lite defer2 $rules --defer-experts 2
+    bplan $m defer1 $rules --defer-experts 1
+    bplan $m defer2 $rules --defer-experts 2
     mem=$(( (70 << 30) - budget + gpu_w + experts / 4 + (16 << 20) ))
-    bplan v2lite hot25-defer1 $rules --gpu-mem $mem --profile "$tmp/v2lite-zipf.json" --cpu-bandwidth 90 --defer-experts 1
-    echo "v2lite: experts $((experts >> 20)) MiB, hybrid GPU weights $((gpu_w >> 20)) MiB"
-  fi
+    bplan $m hot25-defer1 $rules --gpu-mem $mem --profile "$tmp/$m-zipf.json" --cpu-bandwidth 90 --defer-experts 1
+    echo "$m: experts $((experts >> 20)) MiB, hybrid GPU weights $((gpu_w >> 20)) MiB"
+  }
+  hotplans v2lite rules/deepseek-v2-lite-hybrid.yaml
   synth v3-5l --like deepseek-v3 --layers 5 --vocab-size 102400 --mla-split
   bplan v3-5l hybrid rules/deepseek-v3-hybrid.yaml
+  hotplans v3-5l rules/deepseek-v3-hybrid.yaml
   rm -f out/device/bench/models/*.gguf
   echo "compiled $(ls out/device/bench/plans | wc -l) benchmark plans"
 fi
