@@ -88,6 +88,8 @@ def PlaceExperts : Pass<"kt-place-experts", "::mlir::ModuleOp"> {
            "the model's GGUF: a profile recorded on another file is refused">,
     Option<"cpuBandwidth", "cpu-bandwidth", "double", /*default=*/"80.0",
            "CPU memory bandwidth in GB/s for the prediction (kt-bench's triad)">,
+    Option<"splitTest", "split-test", "int64_t", /*default=*/"0",
+           "tests: split every CPU experts op, a random half (seeded) held by a second CPU call">,
   ];
   let dependentDialects = ["::kt::ir::KtDialect"];
 }

@@ -420,7 +420,11 @@ mlir::FailureOr<Value> Lowering::moe(ModuleInterface m, const Value& x) {
   };
   Value y;
   auto hot = llvm::dyn_cast_or_null<mlir::DenseI64ArrayAttr>(option(experts, "gpu_experts"));
-  if (hot && !hot.empty() && kind_of(edev) == "cpu" && kind_of(dev) == "cuda") {
+  // The hot experts' device: the block's GPU, or the one kt-place-experts'
+  // split-test names (the CPU: the split checked without a GPU).
+  llvm::StringRef hot_dev_opt = option_str(experts, "hot_device");
+  const std::string hdev = hot_dev_opt.empty() ? dev : hot_dev_opt.str();
+  if (hot && !hot.empty() && kind_of(edev) == "cpu" && (kind_of(hdev) == "cuda" || !hot_dev_opt.empty())) {
     // Hot experts (kt-place-experts, from a routing profile) live on the MoE
     // block's GPU: the GPU computes their share first, asynchronously, while
     // the CPU computes the rest from the whole tensor; the block adds the two.
@@ -433,10 +437,10 @@ mlir::FailureOr<Value> Lowering::moe(ModuleInterface m, const Value& x) {
       gpu_slots[size_t(e)] = int64_t(i);
       cpu_slots[size_t(e)] = -1;
     }
-    const Value yg = buffer(epath, "out_gpu", dev, x.cols);
-    call(experts, "moe_experts", dev, {x, ids, wts}, {yg},
-         {weight(experts.getGateProj(), dev, hot.asArrayRef()), weight(experts.getUpProj(), dev, hot.asArrayRef()),
-          weight(experts.getDownProj(), dev, hot.asArrayRef())},
+    const Value yg = buffer(epath, "out_gpu", hdev, x.cols);
+    call(experts, "moe_experts", hdev, {x, ids, wts}, {yg},
+         {weight(experts.getGateProj(), hdev, hot.asArrayRef()), weight(experts.getUpProj(), hdev, hot.asArrayRef()),
+          weight(experts.getDownProj(), hdev, hot.asArrayRef())},
          {slots(gpu_slots)});
     if (int64_t(hot.size()) == n_expert) {
       y = yg;  // every expert of the layer is hot: nothing left for the CPU

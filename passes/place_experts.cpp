@@ -75,6 +75,7 @@ class ExpertPlacer {
   ExpertPlacer(mlir::MLIRContext* ctx, const PlaceExpertsOptions& o) : b_(ctx), o_(o) {}
 
   Status run(ModuleInterface root) {
+    if (o_.splitTest > 0) return split_test(root);
     if (o_.profile.empty()) return ok_status();
     if (o_.cpuBandwidth <= 0) return err("kt-place-experts: cpu-bandwidth must be positive");
     auto hp = ir::findModelHParams(root);
@@ -176,6 +177,25 @@ class ExpertPlacer {
   }
 
  private:
+  // split-test=SEED: every CPU experts op gets a random half of its experts as
+  // "hot", held by a second CPU call (hot_device = cpu): the whole split (a
+  // weight of selected matrices, expert_slots on both calls, the add) runs
+  // and is checked against llama.cpp on a machine without a GPU.
+  Status split_test(ModuleInterface root) {
+    SplitMix64 rng(uint64_t(o_.splitTest));
+    walk_modules(root, [&](ModuleInterface m) {
+      auto ex = llvm::dyn_cast<ir::ExpertsOp>(m.getOperation());
+      if (!ex || on_gpu(m)) return;
+      std::vector<int64_t> ids;
+      for (int64_t e = 0; e < ex.getGateProj().dim(2); ++e)
+        if (rng.uniform() < 0.5) ids.push_back(e);
+      if (ids.empty()) ids.push_back(0);
+      set_options(ex, {b_.getNamedAttr("gpu_experts", b_.getDenseI64ArrayAttr(ids)),
+                       b_.getNamedAttr("hot_device", b_.getStringAttr("cpu"))});
+    });
+    return ok_status();
+  }
+
   Status load(const std::vector<std::pair<int, int64_t>>& layers, int64_t n_used, RoutingProfile& out) {
     llvm::StringRef spec = o_.profile;
     if (spec.starts_with("random:")) {
@@ -212,7 +232,7 @@ struct PlaceExpertsPass : impl::PlaceExpertsBase<PlaceExpertsPass> {
 
   void runOnOperation() override {
     mlir::ModuleOp module = getOperation();
-    PlaceExpertsOptions o{profile, gguf, cpuBandwidth};
+    PlaceExpertsOptions o{profile, gguf, cpuBandwidth, splitTest};
     for (mlir::Operation& op : module.getBody()->getOperations())
       if (auto root = llvm::dyn_cast<ModuleInterface>(&op)) {
         ExpertPlacer placer(module.getContext(), o);

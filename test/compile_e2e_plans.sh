@@ -2,7 +2,8 @@
 # The e2e_plans ctest fixture: compiles a CPU-only plan for every reference
 # model found (../shared/models, else test/data's copies), deepseek2 ones
 # with MLA absorbed and decompressed, into OUT/<model>-<form>.ktp, and for the
-# MoE models OUT/<model>-defer1.ktp (--defer-experts 1).
+# MoE models OUT/<model>-defer1.ktp (--defer-experts 1) and OUT/<model>-split.ktp
+# (--split-experts-test: the hot-expert split on the CPU).
 # The KV cache is F32, as llama.cpp's non-absorbed MLA graph keeps the latent
 # in float (its F16 rounding of K and V is mirrored by the reference kernels).
 set -euo pipefail
@@ -25,7 +26,10 @@ for f in "$models"/tiny-*.gguf; do
   case $m in
     *llama*) ;;
     *) mla=auto; [ "${forms%% *}" = plain ] || mla=${forms%% *}
-       "$compile" "$f" --gpu-mem 0 --kv-type f32 --mla "$mla" --ctx 512 --defer-experts 1 -o "$out/$m-defer1.ktp" ;;
+       "$compile" "$f" --gpu-mem 0 --kv-type f32 --mla "$mla" --ctx 512 --defer-experts 1 -o "$out/$m-defer1.ktp"
+       # The hot-expert split (a random half of each layer's experts in a
+       # second call over their gathered slices) checked on the CPU.
+       "$compile" "$f" --gpu-mem 0 --kv-type f32 --mla "$mla" --ctx 512 --split-experts-test 7 -o "$out/$m-split.ktp" ;;
   esac
 done
 echo "compiled $(ls "$out"/*.ktp | wc -l) plans from $models"

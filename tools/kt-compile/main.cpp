@@ -66,6 +66,9 @@ static cl::opt<int64_t> defer_experts("defer-experts", cl::init(0), cl::value_de
                                                "slightly; 0: off)"));
 static cl::opt<int64_t> defer_experts_prefill("defer-experts-prefill", cl::init(0), cl::value_desc("K"),
                                               cl::desc("the same for prefill"));
+static cl::opt<int64_t> split_experts_test("split-experts-test", cl::init(0), cl::Hidden, cl::value_desc("SEED"),
+                                           cl::desc("tests: split every CPU experts op, a random half held by a "
+                                                    "second CPU call (the hot-expert split without a GPU)"));
 static cl::opt<bool> verbose("verbose", cl::desc("print each stage and its time on stderr (always for models over 1 GiB)"));
 static cl::opt<std::string> last_pass("last-pass", cl::init(""), cl::value_desc("pass"),
                                        cl::desc("the last step to run: import, apply-rules, place (for tests "
@@ -141,7 +144,9 @@ int main(int argc, char** argv) {
     if (last_pass != "apply-rules") {
       // Without a rules file every op is placed automatically.
       pm.addPass(kt::createPlace(kt::PlaceOptions{gpu_mem, gpus, prefill_len, ctx}));
-      if (!profile.empty()) pm.addPass(kt::createPlaceExperts(kt::PlaceExpertsOptions{profile, model_path, cpu_bandwidth}));
+      if (!profile.empty() || split_experts_test > 0)
+        pm.addPass(kt::createPlaceExperts(
+            kt::PlaceExpertsOptions{profile, model_path, cpu_bandwidth, split_experts_test}));
       // After placement: the better MLA form depends on the device.
       pm.addPass(kt::createAbsorbMla(kt::AbsorbMlaOptions{mla}));
     }
