@@ -4,12 +4,15 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 
+#include "runtime/chat_conversation.h"
 #include "runtime/chat_template.h"
 #include "runtime/engine.h"
+#include "runtime/tool_calls.h"
 #include "tools/kt-serve/metrics.h"
 #include "tools/kt-serve/serve_options.h"
 
@@ -35,6 +38,10 @@ struct ServeContext {
   std::optional<ChatTemplate> chat_template;  // none: chat endpoints answer 400
   std::string chat_template_source;
   HttpCounters http;
+  // What the template wants of a conversation with tools, probed at start,
+  // and the syntax its model writes tool calls in (runtime/tool_calls.h).
+  ChatTemplateCaps template_caps = {};
+  std::unique_ptr<ToolCallFormat> tool_format = make_json_tool_calls();
 
   // The model's name, or Ollama's spelling of it with the default tag.
   bool is_model(std::string_view name) const { return name == model.name || name == model.name + ":latest"; }
