@@ -20,20 +20,34 @@ void fnv(uint64_t* h, uint64_t v) {
   }
 }
 
-std::string byte_text(uint8_t b, bool in_class) {
+// Appends one byte as GBNF writes it. (Appending, not operator+ on
+// temporaries: GCC 12 warns -Wrestrict on those, wrongly.)
+void put_byte(std::string& out, uint8_t b, bool in_class) {
   static const char* hex = "0123456789ABCDEF";
-  if (b >= 0x20 && b < 0x7f && b != '\\' && b != '"' && !(in_class && (b == ']' || b == '-' || b == '^')))
-    return std::string(1, char(b));
-  if (b == '\\' || b == '"' || (in_class && (b == ']' || b == '-' || b == '^'))) return std::string("\\") + char(b);
-  return std::string("\\x") + hex[b >> 4] + hex[b & 15];
+  const bool special = b == '\\' || b == '"' || (in_class && (b == ']' || b == '-' || b == '^'));
+  if (b >= 0x20 && b < 0x7f && !special) {
+    out.push_back(char(b));
+  } else if (special) {
+    out.push_back('\\');
+    out.push_back(char(b));
+  } else {
+    out.append("\\x");
+    out.push_back(hex[b >> 4]);
+    out.push_back(hex[b & 15]);
+  }
 }
 
-std::string set_text(const ByteSet& s) {
+void put_set(std::string& out, const ByteSet& s) {
   int n = 0, single = -1;
   for (int b = 0; b < 256; ++b)
     if (s.has(uint8_t(b))) ++n, single = b;
-  if (n == 1) return "\"" + byte_text(uint8_t(single), false) + "\"";
-  std::string out = "[";
+  if (n == 1) {
+    out.push_back('"');
+    put_byte(out, uint8_t(single), false);
+    out.push_back('"');
+    return;
+  }
+  out.push_back('[');
   for (int b = 0; b < 256;) {
     if (!s.has(uint8_t(b))) {
       ++b;
@@ -41,11 +55,12 @@ std::string set_text(const ByteSet& s) {
     }
     int e = b;
     while (e + 1 < 256 && s.has(uint8_t(e + 1))) ++e;
-    out += byte_text(uint8_t(b), true);
-    if (e > b) out += (e > b + 1 ? "-" : "") + byte_text(uint8_t(e), true);
+    put_byte(out, uint8_t(b), true);
+    if (e > b + 1) out.push_back('-');
+    if (e > b) put_byte(out, uint8_t(e), true);
     b = e + 1;
   }
-  return out + "]";
+  out.push_back(']');
 }
 
 }  // namespace
@@ -61,7 +76,10 @@ std::string Grammar::to_text() const {
       for (; elements_[pos].kind != Kind::End; ++pos) {
         const Element& e = elements_[pos];
         out += " ";
-        out += e.kind == Kind::Bytes ? set_text(sets_[e.arg]) : names_[e.arg];
+        if (e.kind == Kind::Bytes)
+          put_set(out, sets_[e.arg]);
+        else
+          out += names_[e.arg];
       }
     }
     out += "\n";

@@ -50,7 +50,8 @@ class HermesToolCalls final : public ToolCallFormat {
     }
     std::string_view tail = text.substr(last_end);
     while (!tail.empty() && (tail.front() == '\n' || tail.front() == ' ')) tail.remove_prefix(1);
-    out.content = std::string(text.substr(0, first)) + std::string(tail);
+    out.content.assign(text.substr(0, first));
+    out.content.append(tail);
     return out;
   }
 
@@ -60,7 +61,8 @@ class HermesToolCalls final : public ToolCallFormat {
     auto obj = tool_calls_detail::name_arguments_object(b, c, tools, args);
     if (!obj.ok()) return obj;
     const uint32_t rule = b.add_rule("hermes-call");
-    GrammarBuilder::Seq s = b.literal(std::string(kOpen) + "\n");
+    GrammarBuilder::Seq s = b.literal(kOpen);
+    b.append_literal(s, "\n");
     s.push_back(GrammarBuilder::ref(*obj));
     b.append_literal(s, "\n");
     b.append_literal(s, kClose);
