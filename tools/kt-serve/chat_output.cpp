@@ -72,6 +72,16 @@ ChatOutput::Delta ChatOutput::finish(std::vector<ToolCall>* calls) {
   return out;
 }
 
+ChatOutput::Delta ChatOutput::step(std::string_view text, bool done, std::vector<ToolCall>* calls) {
+  Delta d = push(text);
+  if (done) {
+    Delta rest = finish(calls);
+    d.reasoning += rest.reasoning;
+    d.content += rest.content;
+  }
+  return d;
+}
+
 std::string tool_call_id() {
   static thread_local std::mt19937_64 rng(std::random_device{}());
   static const char* digits = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";

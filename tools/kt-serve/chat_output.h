@@ -29,6 +29,9 @@ class ChatOutput {
   Delta push(std::string_view text);
   // The end of the output: what was held back, and the calls.
   Delta finish(std::vector<ToolCall>* calls);
+  // One engine event's text: push(text), and when the event is the last,
+  // finish(calls) too, in one delta.
+  Delta step(std::string_view text, bool done, std::vector<ToolCall>* calls);
 
  private:
   void content(std::string_view text, Delta* out);

@@ -13,7 +13,7 @@ ChatPrompt chat_prompt(const ServeContext& ctx, const ChatInput& in) {
                             "messages", "no_chat_template");
     return out;
   }
-  const Tokenizer& tok = ctx.engine.tokenizer();
+  const Tokenizer& tok = ctx.tokenizer;
   const bool use_tools = !in.specs.empty() && in.tool_choice != ToolChoice::None;
   const std::vector<ToolSpec> none;
   const nlohmann::ordered_json context =
@@ -42,6 +42,16 @@ ChatPrompt chat_prompt(const ServeContext& ctx, const ChatInput& in) {
     out.grammar = std::make_shared<const Grammar>(std::move(*g));
   }
   return out;
+}
+
+std::optional<ApiError> read_tools(const nlohmann::ordered_json& request, ChatInput& in) {
+  const auto t = request.find("tools");
+  if (t == request.end() || t->is_null()) return std::nullopt;
+  auto specs = parse_tool_specs(*t);
+  if (!specs.ok()) return bad_request(specs.error().message, "tools");
+  in.specs = std::move(*specs);
+  in.tools = *t;
+  return std::nullopt;
 }
 
 }  // namespace kt::serve

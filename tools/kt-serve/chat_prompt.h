@@ -51,4 +51,8 @@ struct ChatPrompt {
 };
 ChatPrompt chat_prompt(const ServeContext& ctx, const ChatInput& in);
 
+// The request's "tools" (OpenAI's function tools, as Ollama sends them too)
+// into in.tools and in.specs; absent or null: none.
+std::optional<ApiError> read_tools(const nlohmann::ordered_json& request, ChatInput& in);
+
 }  // namespace kt::serve

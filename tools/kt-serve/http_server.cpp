@@ -89,7 +89,7 @@ void configure_server(httplib::Server& server, ServeContext& ctx) {
   });
 
   server.Get("/health", [&ctx](const httplib::Request&, httplib::Response& res) {
-    const EngineMetrics m = ctx.engine.metrics();
+    const EngineMetrics m = ctx.engine->metrics();
     res.set_content(dump_json(nlohmann::json{{"status", "ok"},
                                              {"model", ctx.model.name},
                                              {"slots_active", m.slots_active},

@@ -83,7 +83,7 @@ int main(int argc, char** argv) {
 
   std::string name = o.model_name;
   if (name.empty()) name = std::filesystem::path(o.plan).stem().string();
-  kt::serve::ServeContext ctx{**engine, o, kt::serve::describe_model(**engine, gguf_path, name),
+  kt::serve::ServeContext ctx{(*engine).get(), (*engine)->tokenizer(), o, kt::serve::describe_model(**engine, gguf_path, name),
                               std::move(chat_template), template_source, {}};
   if (ctx.chat_template) {
     const kt::Tokenizer& tok = (*engine)->tokenizer();

@@ -46,7 +46,7 @@ class Writer {
 }  // namespace
 
 std::string render_metrics(const ServeContext& ctx) {
-  const EngineMetrics m = ctx.engine.metrics();
+  const EngineMetrics m = ctx.engine->metrics();
   Writer w;
   w.family("kt_http_requests_total", "counter", "HTTP requests answered, by route and status class.");
   for (size_t r = 0; r < HttpCounters::kRoutes.size(); ++r)

@@ -48,19 +48,14 @@ class OllamaFormat final : public ResponseFormat {
  public:
   OllamaFormat(Kind kind, const ServeContext& ctx, const OllamaRequest& r)
       : kind_(kind), stream_(r.stream), logprobs_(r.gen.logprobs >= 0), special_(r.gen.render_special),
-        tok_(ctx.engine.tokenizer()), model_(ctx.model.name), prompt_(r.prompt),
+        tok_(ctx.tokenizer), model_(ctx.model.name), prompt_(r.prompt),
         output_(r.split_reasoning, r.reasoning_open, r.parse_tools ? ctx.tool_format.get() : nullptr) {}
 
   const char* content_type() const override { return stream_ ? "application/x-ndjson" : "application/json"; }
 
   std::string on_event(const EngineEvent& e) override {
     lps_.insert(lps_.end(), e.logprobs.begin(), e.logprobs.end());
-    ChatOutput::Delta d = output_.push(e.text);
-    if (e.done) {
-      ChatOutput::Delta rest = output_.finish(&calls_);
-      d.reasoning += rest.reasoning;
-      d.content += rest.content;
-    }
+    ChatOutput::Delta d = output_.step(e.text, e.done, &calls_);
     if (!stream_) {
       text_ += d.content;
       thinking_ += d.reasoning;
@@ -160,7 +155,7 @@ void generate(Kind kind, const httplib::Request& req, httplib::Response& res, Se
   EngineRequest er;
   er.prompt = r.prompt;
   er.params = std::move(r.gen);
-  if (auto rejected = respond_with_generation(res, ctx.engine, std::move(er), std::move(format)))
+  if (auto rejected = respond_with_generation(res, *ctx.engine, std::move(er), std::move(format)))
     send_error(res, Api::Ollama, rejection_error(*rejected));
 }
 
@@ -204,8 +199,8 @@ void show(const httplib::Request& req, httplib::Response& res, const ServeContex
   const ModelInfo& m = ctx.model;
   json info = {{"general.architecture", m.arch},
                {"general.parameter_count", m.n_params},
-               {m.arch + ".context_length", ctx.engine.n_ctx()},
-               {m.arch + ".vocab_size", ctx.engine.n_vocab()}};
+               {m.arch + ".context_length", ctx.engine->n_ctx()},
+               {m.arch + ".vocab_size", ctx.engine->n_vocab()}};
   json capabilities = json::array({"completion"});
   if (ctx.chat_template) capabilities.push_back("tools");
   if (ctx.chat_template_source.find("<think>") != std::string::npos) capabilities.push_back("thinking");

@@ -142,12 +142,7 @@ std::optional<ApiError> read_ollama_chat(const json& body, const ojson& ordered,
     }
     in.messages.push_back(std::move(msg));
   }
-  if (auto t = ordered.find("tools"); t != ordered.end() && !t->is_null()) {
-    auto specs = parse_tool_specs(*t);
-    if (!specs.ok()) return bad_request(specs.error().message, "tools");
-    in.specs = std::move(*specs);
-    in.tools = *t;
-  }
+  if (auto e = read_tools(ordered, in)) return e;
   if (auto e = read_think(ordered, ctx, &in, out)) return e;
   ChatPrompt p = chat_prompt(ctx, in);
   if (p.error) return p.error;
@@ -186,8 +181,8 @@ std::optional<ApiError> read_ollama_generate(const json& body, const ojson& orde
     const std::string text = raw || !system ? prompt : *system + "\n\n" + prompt;
     out.prompt = context;
     const std::vector<int32_t> more =
-        context.empty() ? tokenize_prompt(ctx.engine.tokenizer(), text, true)
-                        : ctx.engine.tokenizer().encode(text, /*add_special=*/false, /*parse_special=*/true);
+        context.empty() ? tokenize_prompt(ctx.tokenizer, text, true)
+                        : ctx.tokenizer.encode(text, /*add_special=*/false, /*parse_special=*/true);
     out.prompt.insert(out.prompt.end(), more.begin(), more.end());
     return std::nullopt;
   }

@@ -105,7 +105,7 @@ class OpenAiFormat final : public ResponseFormat {
  public:
   OpenAiFormat(Kind kind, const ServeContext& ctx, const OpenAiRequest& r)
       : kind_(kind), stream_(r.stream), include_usage_(r.include_usage), logprobs_(r.gen.logprobs >= 0),
-        special_(r.gen.render_special), tok_(ctx.engine.tokenizer()), model_(ctx.model.name),
+        special_(r.gen.render_special), tok_(ctx.tokenizer), model_(ctx.model.name),
         id_(random_id(kind == Kind::Chat ? "chatcmpl-" : "cmpl-")), created_(unix_now()),
         output_(r.split_reasoning, r.reasoning_open, r.parse_tools ? ctx.tool_format.get() : nullptr) {}
 
@@ -258,7 +258,7 @@ void generate(Kind kind, const httplib::Request& req, httplib::Response& res, Se
   EngineRequest er;
   er.prompt = std::move(r.prompt);
   er.params = std::move(r.gen);
-  if (auto rejected = respond_with_generation(res, ctx.engine, std::move(er), std::move(format)))
+  if (auto rejected = respond_with_generation(res, *ctx.engine, std::move(er), std::move(format)))
     send_error(res, Api::OpenAI, rejection_error(*rejected));
 }
 
@@ -272,8 +272,8 @@ json model_json(const ServeContext& ctx) {
            {{"arch", m.arch},
             {"n_params", m.n_params},
             {"size", m.file_bytes},
-            {"n_ctx", ctx.engine.n_ctx()},
-            {"n_vocab", ctx.engine.n_vocab()},
+            {"n_ctx", ctx.engine->n_ctx()},
+            {"n_vocab", ctx.engine->n_vocab()},
             {"chat_template", ctx.chat_template.has_value()}}}};
 }
 

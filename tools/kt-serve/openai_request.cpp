@@ -176,12 +176,7 @@ std::optional<ApiError> read_chat_request(const json& body, const ojson& ordered
     in.messages.push_back(std::move(msg));
   }
   // Tools, the choice among them, and whether several calls may come at once.
-  if (auto t = ordered.find("tools"); t != ordered.end() && !t->is_null()) {
-    auto specs = parse_tool_specs(*t);
-    if (!specs.ok()) return bad_request(specs.error().message, "tools");
-    in.specs = std::move(*specs);
-    in.tools = *t;
-  }
+  if (auto e = read_tools(ordered, in)) return e;
   if (auto tc = ordered.find("tool_choice"); tc != ordered.end() && !tc->is_null()) {
     if (tc->is_string()) {
       const std::string& c = tc->get_ref<const std::string&>();
@@ -241,7 +236,7 @@ std::optional<ApiError> read_completion_request(const json& body, const ojson& o
   // A list of one prompt (OpenAI's batch form) is that prompt.
   if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) p = &(*p)[0];
   if (p->is_string()) {
-    out.prompt = tokenize_prompt(ctx.engine.tokenizer(), p->get_ref<const std::string&>(), /*parse_special=*/true);
+    out.prompt = tokenize_prompt(ctx.tokenizer, p->get_ref<const std::string&>(), /*parse_special=*/true);
     return std::nullopt;
   }
   if (p->is_array() && !p->empty()) {

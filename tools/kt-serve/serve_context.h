@@ -1,6 +1,9 @@
 // What every handler shares: the engine, the chat template, the model's
 // description and the options. Built once in main(); handlers only read it
-// (the engine and the counters are thread-safe).
+// (the engine and the counters are thread-safe). The request readers
+// (*_request.h) need only the tokenizer, the template and the options, so a
+// context without an engine serves to read requests in-process
+// (test/fuzz/fuzz_serve_request.cpp).
 #pragma once
 
 #include <cstdint>
@@ -32,7 +35,8 @@ struct ModelInfo {
 ModelInfo describe_model(const Engine& engine, const std::string& gguf_path, std::string name);
 
 struct ServeContext {
-  Engine& engine;
+  Engine* engine;              // null where requests are only read, never run
+  const Tokenizer& tokenizer;  // the engine's
   ServeOptions options;
   ModelInfo model;
   std::optional<ChatTemplate> chat_template;  // none: chat endpoints answer 400
