@@ -14,6 +14,7 @@ assert.ok(apiKey, 'the hostile tests expect kt-serve --api-key');
 const auth = { Authorization: `Bearer ${apiKey}` };
 const json = { 'Content-Type': 'application/json' };
 const chat = (body) => JSON.stringify({ messages: [{ role: 'user', content: 'hi' }], max_tokens: 2, ...body });
+const anthropic = (body) => JSON.stringify({ model: '', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2, ...body });
 
 // [name, method, path, headers, body, status]
 const cases = [
@@ -118,6 +119,16 @@ const cases = [
   ['Ollama: format of an unknown kind', 'POST', '/api/generate', auth, '{"model": "tiny-dsv3", "prompt": "x", "format": "yaml"}', 400],
   ['Ollama: malformed tools', 'POST', '/api/chat', auth,
    '{"model": "tiny-dsv3", "messages": [{"role": "user", "content": "x"}], "tools": [{"function": 3}]}', 400],
+  // Anthropic's blocks with fields of the wrong type: 400s (these were json
+  // type_errors, 500s, before every field's type was checked).
+  ['Anthropic: a block whose type is a number', 'POST', '/v1/messages', auth,
+   anthropic({ messages: [{ role: 'user', content: [{ type: 7, text: 'x' }] }] }), 400],
+  ['Anthropic: a tool whose type is a number', 'POST', '/v1/messages', auth,
+   anthropic({ tools: [{ type: 1, name: 'f', input_schema: { type: 'object' } }] }), 400],
+  ['Anthropic: tool_use id a number', 'POST', '/v1/messages', auth,
+   anthropic({ messages: [{ role: 'user', content: 'x' }, { role: 'assistant', content: [{ type: 'tool_use', id: 3, name: 'f', input: {} }] }] }), 400],
+  ['Anthropic: thinking a string', 'POST', '/v1/messages', auth, anthropic({ thinking: 'on' }), 400],
+  ['Anthropic: tool_choice a string', 'POST', '/v1/messages', auth, anthropic({ tool_choice: 'auto' }), 400],
 ];
 
 test(`a table of ${cases.length} hostile requests gets the expected statuses and error bodies`, async () => {
