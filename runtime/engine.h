@@ -33,6 +33,16 @@
 // cached in a free slot takes the slot with the longest such prefix; the
 // others take the least recently used free slots, so a few shared tokens (a
 // common preamble) do not evict a cache that another request could use whole.
+// The cache is bounded by the slots (n_slots x n_ctx rows); the least
+// recently used slot's cache goes first.
+//
+// Constrained decoding: a request with a grammar (GenerationParams::grammar,
+// e.g. from a JSON schema) samples only tokens that keep its text a prefix of
+// the grammar's language and can still end within its token budget, so the
+// output is complete and valid however the model behaves (token_mask.h). The
+// masks are computed on the worker before each sampling; the automaton and
+// its cache of masks are kept per grammar (LRU) and shared by requests with
+// the same grammar, so a repeated schema costs little after its first use.
 #pragma once
 
 #include <atomic>
@@ -44,6 +54,7 @@
 #include <vector>
 
 #include "runtime/executor.h"
+#include "runtime/grammar.h"
 #include "runtime/result.h"
 #include "runtime/sampler.h"
 #include "runtime/tokenizer.h"
@@ -55,6 +66,26 @@ struct GenerationParams {
   int64_t max_tokens = -1;         // generated tokens at most; < 0: until end of text or context
   std::vector<std::string> stop;   // the text ends before the first of these (not included)
   bool ignore_eos = false;         // end-of-generation tokens do not stop it
+  // The output must match this grammar (null: free text). With one, the text
+  // is the tokens' bytes as the constraint saw them, and the request ends as
+  // soon as the grammar admits nothing more.
+  std::shared_ptr<const Grammar> grammar;
+  // Control tokens add their text (the tool-call markers of some models are
+  // control tokens); otherwise they print nothing.
+  bool render_special = false;
+  // false: run the whole prompt, reusing no slot's cache (llama.cpp's
+  // cache_prompt); the slot still keeps what this request leaves in it.
+  bool prompt_cache = true;
+  // >= 0: each generated token's log-probability and the k most likely
+  // tokens at its step (EngineEvent::logprobs); < 0: none.
+  int32_t logprobs = -1;
+};
+
+// A generated token's log-probability, and the most likely tokens at its step.
+struct TokenLogprobs {
+  int32_t token = -1;
+  float logprob = 0;
+  std::vector<Sampler::TokenLogprob> top;
 };
 
 enum class FinishReason { Stop, Length, Cancelled, Error };
@@ -67,9 +98,11 @@ const char* finish_reason_name(FinishReason r);
 struct EngineEvent {
   std::string text;
   int32_t n_tokens = 0;  // tokens generated since the previous event
+  std::vector<TokenLogprobs> logprobs;  // for those tokens (end of generation excluded), when asked
   bool done = false;
   // Set when done:
   FinishReason finish = FinishReason::Stop;
+  int32_t stop_index = -1;             // the stop string that ended the text (index into stop), or -1
   std::string error;                   // when finish == Error
   int64_t prompt_tokens = 0;           // the whole prompt
   int64_t cached_tokens = 0;           // of which came from the slot's cache
@@ -118,6 +151,9 @@ struct EngineMetrics {
   uint64_t prefill_steps = 0, decode_steps = 0;
   uint64_t decode_step_tokens = 0;         // sum of decode batch sizes
   double prefill_seconds = 0, decode_seconds = 0;
+  uint64_t constrained_tokens = 0;         // tokens sampled under a grammar's mask
+  uint64_t constraint_mask_walks = 0;      // masks computed by a walk of the vocabulary (not cached)
+  double constraint_seconds = 0;           // time computing masks (part of prefill/decode seconds)
   int queue_length = 0, max_queue = 0;
   int slots_active = 0, n_slots = 0;
   int64_t kv_tokens_active = 0;            // cache rows held by running requests

@@ -15,6 +15,13 @@ double seconds(EngineClock::time_point a, EngineClock::time_point b) {
 
 bool is_cancelled(const EngineRequest& r) { return r.cancel && r.cancel->load(std::memory_order_relaxed); }
 
+// Grammars whose automata and masks are kept for the next request with the
+// same grammar, and the bounds of each automaton (1 KiB per state, ~80 bytes
+// per stack frame, 4 MiB of masks): ~40 MiB each at most.
+constexpr size_t kMaxMaskers = 8;
+constexpr size_t kMaskerStates = 16384;
+constexpr size_t kMaskerFrames = size_t(1) << 18;
+
 // The worker's loop, split into the steps engine.h lists.
 class Scheduler {
  public:
@@ -67,8 +74,9 @@ class Scheduler {
 
   // Tokens of prompt that slot s caches, as a prefix; the last prompt token
   // always runs, to give the logits of the first generated one.
-  int64_t reusable(size_t s, const std::vector<int32_t>& prompt) const {
-    if (!p_.options.prompt_cache) return 0;
+  int64_t reusable(size_t s, const EngineRequest& r) const {
+    const std::vector<int32_t>& prompt = r.prompt;
+    if (!p_.options.prompt_cache || !r.params.prompt_cache) return 0;
     const std::vector<int32_t>& cached = p_.slots[s].cached;
     const size_t n = std::min(cached.size(), prompt.size() - 1);
     size_t i = 0;
@@ -90,7 +98,7 @@ class Scheduler {
       int32_t best = -1;
       for (size_t s = 0; s < p_.slots.size(); ++s) {
         if (p_.slots[s].busy) continue;
-        const int64_t reuse = reusable(s, prompt);
+        const int64_t reuse = reusable(s, admitted[i].request);
         if (reuse > best_reuse) best_reuse = reuse, best = int32_t(s);
       }
       if (best >= 0 && 2 * best_reuse >= int64_t(prompt.size())) {
@@ -111,7 +119,7 @@ class Scheduler {
   void place(QueuedRequest&& q, int32_t slot) {
     auto r = std::make_unique<RunningRequest>(std::move(q), p_.tok);
     const std::vector<int32_t>& prompt = r->request.prompt;
-    const int64_t reuse = reusable(size_t(slot), prompt);
+    const int64_t reuse = reusable(size_t(slot), r->request);
     SlotState& st = p_.slots[size_t(slot)];
     st.busy = true;
     st.cached.resize(size_t(reuse));
@@ -119,6 +127,8 @@ class Scheduler {
     r->n_prompt_run = reuse;
     r->n_cached = reuse;
     r->admitted = EngineClock::now();
+    if (r->request.params.grammar)
+      r->constraint = std::make_unique<TokenConstraint>(masker_for(r->request.params.grammar, r->request.params.render_special));
     for (int32_t t : prompt) r->sampler.accept(t);  // the penalties see the prompt, as in llama.cpp
     wm_.prompt_tokens += prompt.size();
     wm_.prompt_tokens_cached += uint64_t(reuse);
@@ -179,7 +189,7 @@ class Scheduler {
       }
       r.phase = RunningRequest::Phase::Decode;
       const float* row = logits->data() + size_t(part.output) * size_t(n_vocab_);
-      on_token(r, r.sampler.sample(row, n_vocab_));
+      if (const int32_t t = sample(r, row); t >= 0) on_token(r, t);
     }
   }
 
@@ -213,10 +223,68 @@ class Scheduler {
         RunningRequest& r = *seqs[at + i];
         slot_of(r).cached.push_back(r.pending);
         r.pending = -1;
-        on_token(r, r.sampler.sample(logits->data() + i * size_t(n_vocab_), n_vocab_));
+        if (const int32_t t = sample(r, logits->data() + i * size_t(n_vocab_)); t >= 0) on_token(r, t);
       }
     }
     wm_.decode_seconds += seconds(t0, EngineClock::now());
+  }
+
+  // The constraint's masker for a grammar: a recent one with the same
+  // grammar and vocabulary, or a new one (the least recently used goes).
+  std::shared_ptr<TokenMasker> masker_for(const std::shared_ptr<const Grammar>& g, bool render_special) {
+    std::shared_ptr<const TokenVocab>& vocab = p_.vocab[render_special ? 1 : 0];
+    if (!vocab) vocab = TokenVocab::build(p_.tok, render_special);
+    auto& ms = p_.maskers;
+    for (size_t i = 0; i < ms.size(); ++i) {
+      TokenMasker& m = *ms[i];
+      if (&m.vocab() == vocab.get() && !m.matcher().overflowed() && m.matcher().grammar().same_as(*g)) {
+        std::shared_ptr<TokenMasker> hit = ms[i];
+        ms.erase(ms.begin() + std::ptrdiff_t(i));
+        ms.push_back(hit);
+        return hit;
+      }
+    }
+    GrammarMatcherLimits limits;
+    limits.max_states = kMaskerStates;
+    limits.max_frames = kMaskerFrames;
+    ms.push_back(std::make_shared<TokenMasker>(g, vocab, /*cache_bytes=*/size_t(4) << 20, limits));
+    if (ms.size() > kMaxMaskers) ms.erase(ms.begin());
+    return ms.back();
+  }
+
+  // The next token of r from its row of logits, under its constraint's mask
+  // when it has one; -1 (and r failed) when the constraint allows nothing.
+  int32_t sample(RunningRequest& r, const float* row) {
+    const TokenMask* mask = nullptr;
+    if (r.constraint) {
+      const auto t0 = EngineClock::now();
+      const uint64_t walks = r.constraint->masker().stats().walks;
+      // Tokens that may still be generated, this one included: the budget,
+      // and the context (each but the last is fed at the next position).
+      const GenerationParams& gp = r.request.params;
+      int64_t left = n_ctx_ - int64_t(slot_of(r).cached.size()) + 1;
+      if (gp.max_tokens >= 0) left = std::min(left, gp.max_tokens - int64_t(r.generated.size()));
+      mask = r.constraint->next_mask(left);
+      wm_.constraint_seconds += seconds(t0, EngineClock::now());
+      wm_.constraint_mask_walks += r.constraint->masker().stats().walks - walks;
+      ++wm_.constrained_tokens;
+      if (!mask) {
+        fail(r, "constrained decoding: " + r.constraint->error());
+        return -1;
+      }
+    }
+    const int32_t t = r.sampler.sample(row, n_vocab_, mask);
+    if (t < 0) fail(r, "the sampler found no token");
+    return t;
+  }
+
+  // A token's text: the stream's, or for constrained requests the token's
+  // bytes as the constraint saw them.
+  std::string token_text(RunningRequest& r, int32_t token) {
+    if (!r.constraint) return r.text.push(token);
+    std::string out;
+    r.raw_text.feed(r.constraint->masker().vocab().bytes(token), &out);
+    return out;
   }
 
   // A sampled token: end of generation, text through the stop matcher, the
@@ -230,10 +298,21 @@ class Scheduler {
       finish(r, FinishReason::Stop);
       return;
     }
+    if (gp.logprobs >= 0) {
+      TokenLogprobs lp;
+      lp.token = token;
+      lp.logprob = r.sampler.logprobs(token, gp.logprobs, &lp.top);
+      r.logprobs.push_back(std::move(lp));
+    }
+    if (r.constraint && !r.constraint->accept(token)) {
+      fail(r, "constrained decoding: the sampled token does not fit the grammar");
+      return;
+    }
     r.sampler.accept(token);
-    StopMatcher::Output o = r.stop.push(r.text.push(token));
+    StopMatcher::Output o = r.stop.push(token_text(r, token));
     if (!o.text.empty()) emit_text(r, std::move(o.text));
-    if (o.stopped) {
+    if (o.stopped) r.stop_index = o.stop_index;
+    if (o.stopped || (r.constraint && r.constraint->finished())) {
       finish(r, FinishReason::Stop);
     } else if (gp.max_tokens >= 0 && int64_t(r.generated.size()) >= gp.max_tokens) {
       finish(r, FinishReason::Length);
@@ -248,6 +327,7 @@ class Scheduler {
     EngineEvent e;
     e.text = std::move(text);
     e.n_tokens = std::exchange(r.unreported, 0);
+    e.logprobs = std::exchange(r.logprobs, {});
     r.request.on_event(std::move(e));
   }
 
@@ -278,13 +358,21 @@ class Scheduler {
       EngineEvent e;
       if (r.finish == FinishReason::Stop || r.finish == FinishReason::Length) {
         // What the detokenizer and the stop matcher still hold.
-        StopMatcher::Output o = r.stop.push(r.text.flush());
+        std::string held;
+        if (r.constraint)
+          r.raw_text.finish(&held);
+        else
+          held = r.text.flush();
+        StopMatcher::Output o = r.stop.push(held);
         e.text = std::move(o.text);
+        if (o.stopped && o.stop_index >= 0) r.stop_index = o.stop_index;
         if (!o.stopped) e.text += r.stop.flush();
       }
       e.n_tokens = std::exchange(r.unreported, 0);
+      e.logprobs = std::exchange(r.logprobs, {});
       e.done = true;
       e.finish = r.finish;
+      e.stop_index = r.stop_index;
       e.error = r.error;
       e.prompt_tokens = int64_t(r.request.prompt.size());
       e.cached_tokens = r.n_cached;
@@ -332,6 +420,9 @@ class Scheduler {
     m.decode_step_tokens = wm_.decode_step_tokens;
     m.prefill_seconds = wm_.prefill_seconds;
     m.decode_seconds = wm_.decode_seconds;
+    m.constrained_tokens = wm_.constrained_tokens;
+    m.constraint_mask_walks = wm_.constraint_mask_walks;
+    m.constraint_seconds = wm_.constraint_seconds;
     m.slots_active = int(p_.running.size());
     m.kv_tokens_active = 0;
     for (const auto& r : p_.running) m.kv_tokens_active += int64_t(slot_of(*r).cached.size());

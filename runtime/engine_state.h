@@ -10,6 +10,7 @@
 
 #include "runtime/engine.h"
 #include "runtime/text_stream.h"
+#include "runtime/token_mask.h"
 
 namespace kt {
 
@@ -25,7 +26,7 @@ struct QueuedRequest {
 struct RunningRequest {
   RunningRequest(QueuedRequest&& q, const Tokenizer& tok)
       : request(std::move(q.request)), submitted(q.submitted), sampler(request.params.sampling),
-        text(tok, /*starts_sequence=*/false), stop(request.params.stop) {}
+        text(tok, /*starts_sequence=*/false, request.params.render_special), stop(request.params.stop) {}
 
   enum class Phase { Prefill, Decode, Finished };
 
@@ -41,7 +42,13 @@ struct RunningRequest {
   Sampler sampler;
   TokenTextStream text;
   StopMatcher stop;
+  // Constrained requests: the grammar's place, and their text made of the
+  // very bytes the constraint checked (TokenTextStream would clean spaces).
+  std::unique_ptr<TokenConstraint> constraint;
+  Utf8Assembler raw_text;
+  std::vector<TokenLogprobs> logprobs;  // not yet in an event
   FinishReason finish = FinishReason::Stop;
+  int32_t stop_index = -1;
   std::string error;
 };
 
@@ -74,6 +81,11 @@ struct Engine::Impl {
   std::vector<SlotState> slots;
   std::vector<std::unique_ptr<RunningRequest>> running;  // admission order
   uint64_t use_clock = 0;
+  // Constrained decoding: the vocabulary's trie (without and with control
+  // tokens' text), built on first use, and the maskers of recent grammars
+  // (most recent last).
+  std::shared_ptr<const TokenVocab> vocab[2];
+  std::vector<std::shared_ptr<TokenMasker>> maskers;
 
   std::thread worker;
 };

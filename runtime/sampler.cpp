@@ -3,6 +3,8 @@
 // order, so the same seed gives the same tokens on every conforming build.
 #include "runtime/sampler.h"
 
+#include "runtime/token_mask.h"
+
 #include <algorithm>
 #include <array>
 #include <bit>
@@ -225,13 +227,38 @@ int32_t Sampler::draw(float max_logit) {
   return cand_[last].id;
 }
 
-int32_t Sampler::sample(const float* logits, int64_t n_vocab_in) {
+void Sampler::apply_mask(const TokenMask& mask, int32_t n_vocab) {
+  for (int32_t w = 0; w * 64 < n_vocab; ++w) {
+    const uint64_t bits = size_t(w) < mask.bits.size() ? mask.bits[size_t(w)] : 0;
+    const int32_t end = std::min(n_vocab, (w + 1) * 64);
+    if (bits == ~uint64_t(0) && end - w * 64 == 64) continue;
+    for (int32_t i = w * 64; i < end; ++i)
+      if (!((bits >> (i - w * 64)) & 1)) work_[size_t(i)] = kNegInf;
+  }
+}
+
+int32_t Sampler::first_allowed(int32_t n_vocab) const {
+  if (!mask_) return 0;
+  for (int32_t i = 0; i < n_vocab; ++i)
+    if (mask_->allowed(i)) return i;
+  return -1;
+}
+
+int32_t Sampler::sample(const float* logits, int64_t n_vocab_in, const TokenMask* mask) {
   if (!logits || n_vocab_in <= 0) return -1;
   const int32_t n = int32_t(std::min<int64_t>(n_vocab_in, std::numeric_limits<int32_t>::max()));
 
   if (work_.size() < size_t(n)) work_.resize(size_t(n));
   for (int32_t i = 0; i < n; ++i) work_[size_t(i)] = sanitize(logits[i]);
   apply_penalties(n);
+  last_n_ = n;
+  mask_ = mask;
+  if (mask) {
+    apply_mask(*mask, n);
+    // Every allowed logit -inf (or none allowed): argmax would pick a masked id.
+    const int32_t best = argmax(n);
+    if (work_[size_t(best)] == kNegInf) return first_allowed(n);
+  }
 
   if (!(params_.temperature > 0.0f)) return argmax(n);
 
@@ -295,6 +322,35 @@ int32_t Sampler::sample(const float* logits, int64_t n_vocab_in) {
   }
   cand_.resize(keep);
   return draw(max_logit);
+}
+
+float Sampler::logprobs(int32_t token, int k, std::vector<TokenLogprob>* top) const {
+  const int32_t n = last_n_;
+  if (top) top->clear();
+  if (n <= 0) return kNegInf;
+  // log-sum-exp over work_ (penalised, masked), in double.
+  float max_logit = kNegInf;
+  for (int32_t i = 0; i < n; ++i) max_logit = std::max(max_logit, work_[size_t(i)]);
+  if (max_logit == kNegInf) return kNegInf;
+  double sum = 0.0;
+  for (int32_t i = 0; i < n; ++i) sum += std::exp(double(work_[size_t(i)]) - double(max_logit));
+  const double lse = double(max_logit) + std::log(sum);
+  auto lp = [&](int32_t id) { return float(double(work_[size_t(id)]) - lse); };
+  if (top && k > 0) {
+    std::vector<Candidate> best;
+    for (int32_t i = 0; i < n; ++i) {
+      if (work_[size_t(i)] == kNegInf) continue;
+      best.push_back({work_[size_t(i)], i});
+      std::push_heap(best.begin(), best.end(), Better{});
+      if (int(best.size()) > k) {
+        std::pop_heap(best.begin(), best.end(), Better{});
+        best.pop_back();
+      }
+    }
+    std::sort(best.begin(), best.end(), Better{});
+    for (const Candidate& c : best) top->push_back({c.id, lp(c.id)});
+  }
+  return token >= 0 && token < n ? lp(token) : kNegInf;
 }
 
 }  // namespace kt

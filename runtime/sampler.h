@@ -21,12 +21,18 @@
 //
 // Allocation-free once warm: the buffers grow to the vocabulary on the first
 // call and are reused; the history is trimmed in place.
+//
+// Constrained decoding passes a TokenMask (token_mask.h): tokens it does not
+// allow count as -inf after the penalties, before every filter, so greedy and
+// sampled draws alike only ever pick allowed tokens.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 namespace kt {
+
+struct TokenMask;
 
 // Defaults are llama.cpp's CLI defaults (common/common.h, common_params_sampling).
 struct SamplerParams {
@@ -51,7 +57,20 @@ class Sampler {
 
   // The next token for one row of n_vocab logits (not modified). Uses the
   // accepted history for the penalties; does not accept the token itself.
-  int32_t sample(const float* logits, int64_t n_vocab);
+  int32_t sample(const float* logits, int64_t n_vocab) { return sample(logits, n_vocab, nullptr); }
+  // The same, among the tokens mask allows (null: all). When every allowed
+  // logit is -inf (or NaN) the lowest allowed id; -1 when the mask allows none.
+  int32_t sample(const float* logits, int64_t n_vocab, const TokenMask* mask);
+
+  // After sample(): log-probabilities under the distribution it drew from
+  // before temperature and the filters (the logits after penalties and mask,
+  // softmax at temperature 1): that of token, and the k most likely tokens,
+  // best first (OpenAI's logprobs / top_logprobs). Masked tokens have -inf.
+  struct TokenLogprob {
+    int32_t id;
+    float logprob;
+  };
+  float logprobs(int32_t token, int k, std::vector<TokenLogprob>* top) const;
 
   // Adds a token to the history the penalties look at: prompt tokens too, so
   // that the penalties see them (llama.cpp accepts the prompt as well). Ids
@@ -79,6 +98,8 @@ class Sampler {
 
   void apply_penalties(int32_t n_vocab);
   int32_t argmax(int32_t n_vocab) const;
+  void apply_mask(const TokenMask& mask, int32_t n_vocab);
+  int32_t first_allowed(int32_t n_vocab) const;
   void select_top_k(int32_t n_vocab, int32_t k);
   int32_t draw(float max_logit);
 
@@ -91,6 +112,8 @@ class Sampler {
   std::vector<double> weight_;    // the final draw's weights, one per candidate
   std::vector<uint32_t> count_;   // per-id counts of the penalty window; zero between calls
   std::vector<int32_t> distinct_; // ids counted in count_
+  const TokenMask* mask_ = nullptr; // of the current sample() call
+  int32_t last_n_ = 0;             // vocabulary of the last sample() call (for logprobs)
 };
 
 }  // namespace kt

@@ -14,6 +14,7 @@ assert.ok(apiKey, 'the hostile tests expect kt-serve --api-key');
 const auth = { Authorization: `Bearer ${apiKey}` };
 const json = { 'Content-Type': 'application/json' };
 const chat = (body) => JSON.stringify({ messages: [{ role: 'user', content: 'hi' }], max_tokens: 2, ...body });
+const anthropic = (body) => JSON.stringify({ model: '', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2, ...body });
 
 // [name, method, path, headers, body, status]
 const cases = [
@@ -43,8 +44,8 @@ const cases = [
   ['seed is a string', 'POST', '/v1/chat/completions', auth, chat({ seed: 'abc' }), 400],
   ['100 stop strings', 'POST', '/v1/chat/completions', auth, chat({ stop: Array(100).fill('x') }), 400],
   ['stop holds numbers', 'POST', '/v1/chat/completions', auth, chat({ stop: [1, 2] }), 400],
-  ['tools', 'POST', '/v1/chat/completions', auth,
-   chat({ tools: [{ type: 'function', function: { name: 'f', parameters: {} } }] }), 400],
+  ['a tool without a name', 'POST', '/v1/chat/completions', auth,
+   chat({ tools: [{ type: 'function', function: { parameters: {} } }] }), 400],
   ['unknown model', 'POST', '/v1/chat/completions', auth, chat({ model: 'gpt-4o' }), 404],
   ['prompt longer than the context', 'POST', '/v1/chat/completions', auth,
    chat({ messages: [{ role: 'user', content: 'word '.repeat(2000) }] }), 400],
@@ -73,6 +74,61 @@ const cases = [
   ['Ollama: context of strings', 'POST', '/api/generate', auth, '{"model": "tiny-dsv3", "prompt": "x", "context": ["a"]}', 400],
   ['Ollama: show unknown model', 'POST', '/api/show', auth, '{"model": "nope"}', 404],
   ['Ollama: malformed JSON', 'POST', '/api/chat', auth, '{"model":', 400],
+  // Agents' requests gone wrong: tools, tool choices, JSON schemas.
+  ['tools is a string', 'POST', '/v1/chat/completions', auth, chat({ tools: 'get_weather' }), 400],
+  ['a tool without function', 'POST', '/v1/chat/completions', auth, chat({ tools: [{ type: 'function' }] }), 400],
+  ['a tool name with spaces', 'POST', '/v1/chat/completions', auth,
+   chat({ tools: [{ type: 'function', function: { name: 'rm -rf' } }] }), 400],
+  ['tool parameters not a schema', 'POST', '/v1/chat/completions', auth,
+   chat({ tools: [{ type: 'function', function: { name: 'f', parameters: 'x' } }] }), 400],
+  ['300 tools', 'POST', '/v1/chat/completions', auth,
+   chat({ tools: Array.from({ length: 300 }, (_, i) => ({ type: 'function', function: { name: `f${i}` } })) }), 400],
+  ['tool_choice names no tool', 'POST', '/v1/chat/completions', auth,
+   chat({ tools: [{ type: 'function', function: { name: 'f' } }], tool_choice: { type: 'function', function: { name: 'g' } } }), 400],
+  ['tool_calls not a list', 'POST', '/v1/chat/completions', auth,
+   chat({ messages: [{ role: 'user', content: 'x' }, { role: 'assistant', tool_calls: 'f()' }] }), 400],
+  ['tool call arguments a number', 'POST', '/v1/chat/completions', auth,
+   chat({ messages: [{ role: 'user', content: 'x' }, { role: 'assistant', tool_calls: [{ id: 'a', type: 'function',
+     function: { name: 'f', arguments: 7 } }] }] }), 400],
+  ['required tool with a cyclic schema', 'POST', '/v1/chat/completions', auth,
+   chat({ tools: [{ type: 'function', function: { name: 'f', parameters: { $ref: '#/$defs/a',
+     $defs: { a: { $ref: '#/$defs/b' }, b: { $ref: '#/$defs/a' } } } } }], tool_choice: 'required' }), 400],
+  ['schema with a $ref cycle', 'POST', '/v1/chat/completions', auth,
+   chat({ response_format: { type: 'json_schema', json_schema: { name: 'c', schema: { $ref: '#' } } } }), 400],
+  ['schema with a required self-reference', 'POST', '/v1/chat/completions', auth,
+   chat({ response_format: { type: 'json_schema', json_schema: { name: 'c', schema: {
+     type: 'object', properties: { me: { $ref: '#' } }, required: ['me'] } } } }), 400],
+  ['schema nested 10,000 levels', 'POST', '/v1/chat/completions', auth,
+   '{"response_format": {"type": "json_schema", "json_schema": {"schema": ' + '{"items":'.repeat(10000) + '{}' +
+   '}'.repeat(10000) + '}}, "messages": [{"role": "user", "content": "x"}]}', 413],
+  ['schema nested 5,000 levels', 'POST', '/v1/chat/completions', auth,
+   '{"response_format": {"type": "json_schema", "json_schema": {"schema": ' + '{"items":'.repeat(5000) + '{}' +
+   '}'.repeat(5000) + '}}, "messages": [{"role": "user", "content": "x"}]}', 400],
+  ['unsupported schema keyword', 'POST', '/v1/chat/completions', auth,
+   chat({ response_format: { type: 'json_schema', json_schema: { name: 'u', schema: { type: 'string', contentMediaType: 'x' } } } }), 400],
+  ['huge enum', 'POST', '/v1/chat/completions', auth,
+   chat({ response_format: { type: 'json_schema', json_schema: { name: 'e', schema: { enum: Array.from({ length: 5000 }, (_, i) => i) } } } }), 400],
+  ['an object with 5,000 keys', 'POST', '/v1/chat/completions', auth,
+   chat({ response_format: { type: 'json_schema', json_schema: { name: 'k', schema: { type: 'object',
+     properties: Object.fromEntries(Array.from({ length: 5000 }, (_, i) => [`p${i}`, {}])) } } } }), 400],
+  ['a pattern with lookahead', 'POST', '/v1/chat/completions', auth,
+   chat({ response_format: { type: 'json_schema', json_schema: { name: 'p', schema: { type: 'string', pattern: '(?=x)' } } } }), 400],
+  ['response_format of an unknown type', 'POST', '/v1/chat/completions', auth, chat({ response_format: { type: 'xml' } }), 400],
+  ['Ollama: format with a cycle', 'POST', '/api/chat', auth,
+   '{"model": "tiny-dsv3", "messages": [{"role": "user", "content": "x"}], "format": {"$ref": "#"}}', 400],
+  ['Ollama: format of an unknown kind', 'POST', '/api/generate', auth, '{"model": "tiny-dsv3", "prompt": "x", "format": "yaml"}', 400],
+  ['Ollama: malformed tools', 'POST', '/api/chat', auth,
+   '{"model": "tiny-dsv3", "messages": [{"role": "user", "content": "x"}], "tools": [{"function": 3}]}', 400],
+  // Anthropic's blocks with fields of the wrong type: 400s (these were json
+  // type_errors, 500s, before every field's type was checked).
+  ['Anthropic: a block whose type is a number', 'POST', '/v1/messages', auth,
+   anthropic({ messages: [{ role: 'user', content: [{ type: 7, text: 'x' }] }] }), 400],
+  ['Anthropic: a tool whose type is a number', 'POST', '/v1/messages', auth,
+   anthropic({ tools: [{ type: 1, name: 'f', input_schema: { type: 'object' } }] }), 400],
+  ['Anthropic: tool_use id a number', 'POST', '/v1/messages', auth,
+   anthropic({ messages: [{ role: 'user', content: 'x' }, { role: 'assistant', content: [{ type: 'tool_use', id: 3, name: 'f', input: {} }] }] }), 400],
+  ['Anthropic: thinking a string', 'POST', '/v1/messages', auth, anthropic({ thinking: 'on' }), 400],
+  ['Anthropic: tool_choice a string', 'POST', '/v1/messages', auth, anthropic({ tool_choice: 'auto' }), 400],
 ];
 
 test(`a table of ${cases.length} hostile requests gets the expected statuses and error bodies`, async () => {

@@ -109,7 +109,8 @@ test('errors are ResponseErrors with the HTTP status', async () => {
   await assert.rejects(ollama.show({ model: 'no-such-model' }), expectStatus(404));
   await assert.rejects(ollama.chat({ model, messages, options: { temperature: 'hot' } }), expectStatus(400));
   await assert.rejects(ollama.chat({ model, messages: [{ role: 'wizard', content: 'x' }] }), expectStatus(400));
-  await assert.rejects(ollama.generate({ model, prompt: 'x', format: 'json' }), expectStatus(400));
+  await assert.rejects(ollama.generate({ model, prompt: 'x', format: { type: 'object', oneOf: [] } }), expectStatus(400));
+  await assert.rejects(ollama.generate({ model, prompt: 'x', format: 'yaml' }), expectStatus(400));
   await idle();
 });
 

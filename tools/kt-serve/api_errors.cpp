@@ -7,7 +7,29 @@
 
 namespace kt::serve {
 
-Api api_of_path(std::string_view path) { return path.substr(0, 5) == "/api/" ? Api::Ollama : Api::OpenAI; }
+Api api_of_path(std::string_view path) {
+  if (path.substr(0, 5) == "/api/") return Api::Ollama;
+  if (path == "/v1/messages" || path.substr(0, 13) == "/v1/messages/") return Api::Anthropic;
+  return Api::OpenAI;
+}
+
+namespace {
+
+// Anthropic's error types by status (its SDK raises by status; the type says more).
+const char* anthropic_type(int status) {
+  switch (status) {
+    case 400: return "invalid_request_error";
+    case 401: return "authentication_error";
+    case 403: return "permission_error";
+    case 404: return "not_found_error";
+    case 413: return "request_too_large";
+    case 429: return "rate_limit_error";
+    case 503: return "overloaded_error";
+  }
+  return status >= 500 ? "api_error" : "invalid_request_error";
+}
+
+}  // namespace
 
 ApiError bad_request(std::string message, std::string param, std::string code) {
   return ApiError{400, std::move(message), "invalid_request_error", std::move(param), std::move(code)};
@@ -34,6 +56,8 @@ ApiError server_error(std::string message) { return ApiError{500, std::move(mess
 
 std::string error_body(Api api, const ApiError& e) {
   if (api == Api::Ollama) return dump_json(nlohmann::json{{"error", e.message}});
+  if (api == Api::Anthropic)
+    return dump_json(nlohmann::json{{"type", "error"}, {"error", {{"type", anthropic_type(e.status)}, {"message", e.message}}}});
   auto or_null = [](const std::string& s) { return s.empty() ? nlohmann::json() : nlohmann::json(s); };
   return dump_json(nlohmann::json{
       {"error", {{"message", e.message}, {"type", e.type}, {"param", or_null(e.param)}, {"code", or_null(e.code)}}}});

@@ -2,7 +2,8 @@
 //   OpenAI: {"error": {"message", "type", "param", "code"}} with the HTTP status
 //           (the openai npm client maps 400 -> BadRequestError, 401 ->
 //           AuthenticationError, 404 -> NotFoundError, ...);
-//   Ollama: {"error": "message"} with the HTTP status (ollama-js ResponseError).
+//   Ollama: {"error": "message"} with the HTTP status (ollama-js ResponseError);
+//   Anthropic: {"type": "error", "error": {"type", "message"}} (/v1/messages).
 #pragma once
 
 #include <string>
@@ -12,9 +13,10 @@
 
 namespace kt::serve {
 
-enum class Api { OpenAI, Ollama };
+enum class Api { OpenAI, Ollama, Anthropic };
 
-// Ollama's API lives under /api/; everything else answers as OpenAI does.
+// Ollama's API lives under /api/, Anthropic's is /v1/messages; everything
+// else answers as OpenAI does.
 Api api_of_path(std::string_view path);
 
 struct ApiError {

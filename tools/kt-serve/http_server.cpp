@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tools/kt-serve/anthropic_api.h"
 #include "tools/kt-serve/api_errors.h"
 #include "tools/kt-serve/json_text.h"
 #include "tools/kt-serve/ollama_api.h"
@@ -59,6 +60,9 @@ void configure_server(httplib::Server& server, ServeContext& ctx) {
     if (ctx.options.api_key.empty() || !needs_key(req.path)) return httplib::Server::HandlerResponse::Unhandled;
     if (same_secret(req.get_header_value("Authorization"), "Bearer " + ctx.options.api_key))
       return httplib::Server::HandlerResponse::Unhandled;
+    // Anthropic's clients send the key as x-api-key.
+    if (req.has_header("x-api-key") && same_secret(req.get_header_value("x-api-key"), ctx.options.api_key))
+      return httplib::Server::HandlerResponse::Unhandled;
     send_error(res, api_of_path(req.path), unauthorized());
     res.set_header("WWW-Authenticate", "Bearer");
     return httplib::Server::HandlerResponse::Handled;
@@ -85,7 +89,7 @@ void configure_server(httplib::Server& server, ServeContext& ctx) {
   });
 
   server.Get("/health", [&ctx](const httplib::Request&, httplib::Response& res) {
-    const EngineMetrics m = ctx.engine.metrics();
+    const EngineMetrics m = ctx.engine->metrics();
     res.set_content(dump_json(nlohmann::json{{"status", "ok"},
                                              {"model", ctx.model.name},
                                              {"slots_active", m.slots_active},
@@ -97,6 +101,7 @@ void configure_server(httplib::Server& server, ServeContext& ctx) {
     res.set_content(render_metrics(ctx), "text/plain; version=0.0.4; charset=utf-8");
   });
   install_openai_routes(server, ctx);
+  install_anthropic_routes(server, ctx);
   install_ollama_routes(server, ctx);
   install_web_routes(server);
 }

@@ -83,8 +83,14 @@ int main(int argc, char** argv) {
 
   std::string name = o.model_name;
   if (name.empty()) name = std::filesystem::path(o.plan).stem().string();
-  kt::serve::ServeContext ctx{**engine, o, kt::serve::describe_model(**engine, gguf_path, name),
+  kt::serve::ServeContext ctx{(*engine).get(), (*engine)->tokenizer(), o, kt::serve::describe_model(**engine, gguf_path, name),
                               std::move(chat_template), template_source, {}};
+  if (ctx.chat_template) {
+    const kt::Tokenizer& tok = (*engine)->tokenizer();
+    ctx.template_caps = kt::probe_chat_template(*ctx.chat_template, tok.bos() >= 0 ? tok.token_text(tok.bos()) : "",
+                                                tok.eos() >= 0 ? tok.token_text(tok.eos()) : "");
+    ctx.tool_format = kt::tool_call_format_for(template_source);
+  }
 
   httplib::Server server;
   kt::serve::configure_server(server, ctx);

@@ -46,7 +46,7 @@ class Writer {
 }  // namespace
 
 std::string render_metrics(const ServeContext& ctx) {
-  const EngineMetrics m = ctx.engine.metrics();
+  const EngineMetrics m = ctx.engine->metrics();
   Writer w;
   w.family("kt_http_requests_total", "counter", "HTTP requests answered, by route and status class.");
   for (size_t r = 0; r < HttpCounters::kRoutes.size(); ++r)
@@ -81,6 +81,14 @@ std::string render_metrics(const ServeContext& ctx) {
   w.metric("kt_decode_tokens_per_second", "gauge",
            "Decode throughput, all sequences together: tokens decoded over decode time.",
            m.decode_seconds > 0 ? double(m.decode_step_tokens) / m.decode_seconds : 0.0);
+  w.metric("kt_constrained_tokens_total", "counter",
+           "Tokens sampled under a grammar's mask (response_format, format, forced tool calls).",
+           double(m.constrained_tokens));
+  w.metric("kt_constraint_mask_walks_total", "counter",
+           "Token masks computed by a walk of the vocabulary's trie (the others came from the cache).",
+           double(m.constraint_mask_walks));
+  w.metric("kt_constraint_mask_seconds_total", "counter",
+           "Time computing token masks (included in the prefill and decode seconds).", m.constraint_seconds);
   w.metric("kt_queue_length", "gauge", "Requests waiting for a slot.", m.queue_length);
   w.metric("kt_queue_capacity", "gauge", "Requests that may wait; more are refused with 503.", m.max_queue);
   w.metric("kt_slots_active", "gauge", "KV slots held by running requests.", m.slots_active);

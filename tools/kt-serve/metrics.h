@@ -16,9 +16,9 @@ struct ServeContext;
 // other path counts as "other"), so no client can grow the label set.
 class HttpCounters {
  public:
-  static constexpr std::array<std::string_view, 15> kRoutes = {
+  static constexpr std::array<std::string_view, 16> kRoutes = {
       "/",         "/static",     "/health",      "/metrics",      "/v1/models",
-      "/v1/chat/completions",     "/v1/completions",               "/api/chat",
+      "/v1/chat/completions",     "/v1/completions", "/v1/messages", "/api/chat",
       "/api/generate",            "/api/tags",    "/api/show",     "/api/version",
       "/api/ps",   "/favicon.ico", "other"};
   static constexpr std::array<std::string_view, 5> kClasses = {"1xx", "2xx", "3xx", "4xx", "5xx"};

@@ -2,8 +2,11 @@
 // events back as Ollama's NDJSON lines or body, and the model listings.
 #include "tools/kt-serve/ollama_api.h"
 
+#include <cmath>
 #include <cstdio>
+#include <utility>
 
+#include "tools/kt-serve/chat_output.h"
 #include "tools/kt-serve/generation_response.h"
 #include "tools/kt-serve/handler_guard.h"
 #include "tools/kt-serve/json_text.h"
@@ -23,25 +26,52 @@ constexpr const char* kOllamaApiVersion = "0.6.4";
 
 int64_t ns(double seconds) { return int64_t(seconds * 1e9); }
 
+json logprobs_json(const Tokenizer& tok, bool special, const std::vector<TokenLogprobs>& lps) {
+  auto one = [&](int32_t id, float lp) {
+    const std::string text = tok.decode_token(id, special);
+    json bytes = json::array();
+    for (char c : text) bytes.push_back(int(uint8_t(c)));
+    return json{{"token", text}, {"logprob", std::isfinite(lp) ? lp : -9999.0f}, {"bytes", bytes}};
+  };
+  json out = json::array();
+  for (const TokenLogprobs& lp : lps) {
+    json e = one(lp.token, lp.logprob);
+    json top = json::array();
+    for (const auto& t : lp.top) top.push_back(one(t.id, t.logprob));
+    e["top_logprobs"] = std::move(top);
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
 class OllamaFormat final : public ResponseFormat {
  public:
-  OllamaFormat(Kind kind, const ServeContext& ctx, bool stream, std::vector<int32_t> prompt)
-      : kind_(kind), stream_(stream), model_(ctx.model.name), prompt_(std::move(prompt)) {}
+  OllamaFormat(Kind kind, const ServeContext& ctx, const OllamaRequest& r)
+      : kind_(kind), stream_(r.stream), logprobs_(r.gen.logprobs >= 0), special_(r.gen.render_special),
+        tok_(ctx.tokenizer), model_(ctx.model.name), prompt_(r.prompt),
+        output_(r.split_reasoning, r.reasoning_open, r.parse_tools ? ctx.tool_format.get() : nullptr) {}
 
   const char* content_type() const override { return stream_ ? "application/x-ndjson" : "application/json"; }
 
   std::string on_event(const EngineEvent& e) override {
+    lps_.insert(lps_.end(), e.logprobs.begin(), e.logprobs.end());
+    ChatOutput::Delta d = output_.step(e.text, e.done, &calls_);
     if (!stream_) {
-      text_ += e.text;
-      return e.done ? dump_json(last(e, text_)) : "";
+      text_ += d.content;
+      thinking_ += d.reasoning;
+      return e.done ? dump_json(last(e, text_, thinking_)) : "";
     }
-    if (e.done) return dump_json(last(e, e.text)) + "\n";
-    if (e.text.empty()) return "";
+    if (e.done) return dump_json(last(e, d.content, d.reasoning)) + "\n";
+    if (d.empty()) return "";
     json line = head();
-    if (kind_ == Kind::Chat)
-      line["message"] = {{"role", "assistant"}, {"content", e.text}};
-    else
-      line["response"] = e.text;
+    if (kind_ == Kind::Chat) {
+      line["message"] = {{"role", "assistant"}, {"content", d.content}};
+      if (!d.reasoning.empty()) line["message"]["thinking"] = d.reasoning;
+    } else {
+      line["response"] = d.content;
+      if (!d.reasoning.empty()) line["thinking"] = d.reasoning;
+    }
+    if (logprobs_) line["logprobs"] = logprobs_json(tok_, special_, std::exchange(lps_, {}));
     line["done"] = false;
     return dump_json(line) + "\n";
   }
@@ -50,14 +80,26 @@ class OllamaFormat final : public ResponseFormat {
   json head() const { return {{"model", model_}, {"created_at", rfc3339_now()}}; }
 
   // The final object: done, the reason, the counts and durations (ns).
-  json last(const EngineEvent& e, const std::string& text) const {
+  json last(const EngineEvent& e, const std::string& text, const std::string& thinking) {
     if (e.finish == FinishReason::Error || e.finish == FinishReason::Cancelled)
       return {{"error", e.error.empty() ? std::string("the request was cancelled") : e.error}};
     json j = head();
-    if (kind_ == Kind::Chat)
+    if (kind_ == Kind::Chat) {
       j["message"] = {{"role", "assistant"}, {"content", text}};
-    else
+      if (!thinking.empty()) j["message"]["thinking"] = thinking;
+      if (!calls_.empty()) {
+        json calls = json::array();
+        for (const ToolCall& c : calls_) {
+          json args = json::parse(c.arguments, nullptr, false);
+          calls.push_back({{"function", {{"name", c.name}, {"arguments", args.is_discarded() ? json::object() : args}}}});
+        }
+        j["message"]["tool_calls"] = std::move(calls);
+      }
+    } else {
       j["response"] = text;
+      if (!thinking.empty()) j["thinking"] = thinking;
+    }
+    if (logprobs_) j["logprobs"] = logprobs_json(tok_, special_, std::exchange(lps_, {}));
     j["done"] = true;
     j["done_reason"] = finish_reason_name(e.finish);
     if (kind_ == Kind::Generate) {
@@ -78,18 +120,24 @@ class OllamaFormat final : public ResponseFormat {
   }
 
   Kind kind_;
-  bool stream_;
+  bool stream_, logprobs_, special_;
+  const Tokenizer& tok_;
   std::string model_;
   std::vector<int32_t> prompt_;
-  std::string text_;
+  ChatOutput output_;
+  std::string text_, thinking_;
+  std::vector<ToolCall> calls_;
+  std::vector<TokenLogprobs> lps_;
 };
 
 void generate(Kind kind, const httplib::Request& req, httplib::Response& res, ServeContext& ctx) {
   auto body = parse_json_object(req.body);
   if (!body.ok()) return send_error(res, Api::Ollama, bad_request(body.error().message));
+  auto ordered = parse_ordered_json_object(req.body);
+  if (!ordered.ok()) return send_error(res, Api::Ollama, bad_request(ordered.error().message));
   OllamaRequest r;
   const std::optional<ApiError> e =
-      kind == Kind::Chat ? read_ollama_chat(*body, ctx, r) : read_ollama_generate(*body, ctx, r);
+      kind == Kind::Chat ? read_ollama_chat(*body, *ordered, ctx, r) : read_ollama_generate(*body, *ordered, ctx, r);
   if (e) return send_error(res, Api::Ollama, *e);
   if (r.empty) {
     // Ollama loads the model and says so: nothing to generate.
@@ -103,11 +151,11 @@ void generate(Kind kind, const httplib::Request& req, httplib::Response& res, Se
     res.set_content(dump_json(j) + (r.stream ? "\n" : ""), r.stream ? "application/x-ndjson" : "application/json");
     return;
   }
+  auto format = std::make_unique<OllamaFormat>(kind, ctx, r);
   EngineRequest er;
   er.prompt = r.prompt;
   er.params = std::move(r.gen);
-  auto format = std::make_unique<OllamaFormat>(kind, ctx, r.stream, std::move(r.prompt));
-  if (auto rejected = respond_with_generation(res, ctx.engine, std::move(er), std::move(format)))
+  if (auto rejected = respond_with_generation(res, *ctx.engine, std::move(er), std::move(format)))
     send_error(res, Api::Ollama, rejection_error(*rejected));
 }
 
@@ -151,9 +199,11 @@ void show(const httplib::Request& req, httplib::Response& res, const ServeContex
   const ModelInfo& m = ctx.model;
   json info = {{"general.architecture", m.arch},
                {"general.parameter_count", m.n_params},
-               {m.arch + ".context_length", ctx.engine.n_ctx()},
-               {m.arch + ".vocab_size", ctx.engine.n_vocab()}};
+               {m.arch + ".context_length", ctx.engine->n_ctx()},
+               {m.arch + ".vocab_size", ctx.engine->n_vocab()}};
   json capabilities = json::array({"completion"});
+  if (ctx.chat_template) capabilities.push_back("tools");
+  if (ctx.chat_template_source.find("<think>") != std::string::npos) capabilities.push_back("thinking");
   json j = {{"modelfile", ""},
             {"parameters", ""},
             {"template", ctx.chat_template_source},

@@ -5,27 +5,32 @@
 #include "runtime/prompt.h"
 #include "tools/kt-serve/chat_prompt.h"
 #include "tools/kt-serve/field_reader.h"
+#include "tools/kt-serve/output_constraint.h"
 
 namespace kt::serve {
 
 namespace {
 
 using nlohmann::json;
+using ojson = nlohmann::ordered_json;
 
 constexpr size_t kMaxMessages = 4096;
 
 
 // model, stream, options and the refused features, for both endpoints.
-std::optional<ApiError> read_common(const json& body, const ServeContext& ctx, OllamaRequest& out) {
+std::optional<ApiError> read_common(const json& body, const ojson& ordered, const ServeContext& ctx,
+                                    OllamaRequest& out) {
   FieldReader f(body);
   auto model = f.string("model", 512);
   if (f.failed()) return f.error();
   if (!model || model->empty()) return bad_request("model is required", "model");
   if (!ctx.is_model(*model)) return with_status(404, "model '" + printable(*model) + "' not found", "model_not_found");
   out.stream = f.boolean("stream").value_or(true);
-  if (nonempty(f.value("format"))) f.fail("format", "(structured output) is not supported by kt-serve");
-  if (nonempty(f.value("tools"))) f.fail("tools", "are not supported by kt-serve");
   if (nonempty(f.value("images"))) f.fail("images", "are not supported by kt-serve");
+  if (const json* lp = f.value("logprobs"); lp && !lp->is_boolean()) f.fail("logprobs", "must be true or false");
+  if (f.boolean("logprobs").value_or(false)) out.gen.logprobs = int32_t(f.integer("top_logprobs", 0, 20).value_or(0));
+  if (const auto fmt = ordered.find("format"); fmt != ordered.end())
+    if (auto e = read_ollama_format(&*fmt, &out.gen.grammar)) return e;
   if (nonempty(f.value("suffix"))) f.fail("suffix", "is not supported by kt-serve");
   const json* options = f.object("options");
   if (f.failed()) return f.error();
@@ -62,18 +67,40 @@ std::optional<ApiError> read_common(const json& body, const ServeContext& ctx, O
 
 }  // namespace
 
-std::optional<ApiError> read_ollama_chat(const json& body, const ServeContext& ctx, OllamaRequest& out) {
-  if (auto e = read_common(body, ctx, out)) return e;
-  const auto it = body.find("messages");
-  if (it == body.end() || it->is_null() || (it->is_array() && it->empty())) {
+// Ollama's think: true/false, or a level ("high", "medium", "low").
+static std::optional<ApiError> read_think(const ojson& ordered, const ServeContext& ctx, ChatInput* in, OllamaRequest& out) {
+  const auto think = ordered.find("think");
+  if (think == ordered.end() || think->is_null()) return std::nullopt;
+  bool on = false;
+  if (think->is_boolean()) {
+    on = think->get<bool>();
+  } else if (think->is_string() && (*think == "high" || *think == "medium" || *think == "low")) {
+    on = true;
+    in->kwargs["reasoning_effort"] = *think;
+  } else {
+    return bad_request("think must be true, false, \"high\", \"medium\" or \"low\"", "think");
+  }
+  in->kwargs["enable_thinking"] = on;
+  out.split_reasoning = on && ctx.options.reasoning_split;
+  return std::nullopt;
+}
+
+std::optional<ApiError> read_ollama_chat(const json& body, const ojson& ordered, const ServeContext& ctx,
+                                         OllamaRequest& out) {
+  if (auto e = read_common(body, ordered, ctx, out)) return e;
+  const auto it = ordered.find("messages");
+  if (it == ordered.end() || it->is_null() || (it->is_array() && it->empty())) {
     out.empty = true;
     return std::nullopt;
   }
   if (!it->is_array()) return bad_request("messages must be a list of {role, content}", "messages");
   if (it->size() > kMaxMessages) return bad_request("too many messages", "messages");
-  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  ChatInput in;
+  // Ollama's tool calls have no ids: the k-th call and the k-th tool result
+  // get the same one (templates that pair them need it).
+  size_t n_calls = 0, n_results = 0;
   for (size_t i = 0; i < it->size(); ++i) {
-    const json& m = (*it)[i];
+    const ojson& m = (*it)[i];
     const std::string where = "messages[" + std::to_string(i) + "]";
     if (!m.is_object()) return bad_request(where + " must be an object", where);
     const auto role = m.find("role");
@@ -84,18 +111,51 @@ std::optional<ApiError> read_ollama_chat(const json& body, const ServeContext& c
     const auto content = m.find("content");
     if (content != m.end() && !content->is_null() && !content->is_string())
       return bad_request(where + ".content must be a string", where + ".content");
-    if (nonempty(m.contains("images") ? &m["images"] : nullptr))
+    if (m.contains("images") && !m["images"].is_null() && !(m["images"].is_array() && m["images"].empty()))
       return bad_request(where + ".images are not supported by kt-serve", where + ".images");
-    messages.push_back({{"role", *role}, {"content", content != m.end() && content->is_string() ? *content : json("")}});
+    ojson msg = {{"role", *role}, {"content", content != m.end() && content->is_string() ? *content : ojson("")}};
+    if (*role == "assistant") {
+      if (auto calls = m.find("tool_calls"); calls != m.end() && !calls->is_null()) {
+        if (!calls->is_array()) return bad_request(where + ".tool_calls must be a list", where + ".tool_calls");
+        ojson tc = ojson::array();
+        for (const ojson& c : *calls) {
+          const auto fn = c.is_object() ? c.find("function") : c.end();
+          if (fn == c.end() || !fn->is_object() || !fn->contains("name") || !(*fn)["name"].is_string())
+            return bad_request(where + ".tool_calls must be [{function: {name, arguments}}]", where + ".tool_calls");
+          std::string args = "{}";
+          if (auto a = fn->find("arguments"); a != fn->end() && !a->is_null()) {
+            if (a->is_object()) args = a->dump(-1, ' ', false, ojson::error_handler_t::replace);
+            else if (a->is_string()) args = a->get<std::string>();
+            else return bad_request(where + ".tool_calls[].function.arguments must be an object", where + ".tool_calls");
+          }
+          tc.push_back({{"id", nine_char_id("ollama-call-" + std::to_string(n_calls++))},
+                        {"type", "function"},
+                        {"function", {{"name", (*fn)["name"]}, {"arguments", args}}}});
+        }
+        if (!tc.empty()) msg["tool_calls"] = std::move(tc);
+      }
+      if (auto th = m.find("thinking"); th != m.end() && th->is_string()) msg["reasoning_content"] = *th;
+    }
+    if (*role == "tool") {
+      msg["tool_call_id"] = nine_char_id("ollama-call-" + std::to_string(n_results++));
+      if (auto name = m.find("tool_name"); name != m.end() && name->is_string()) msg["name"] = *name;
+    }
+    in.messages.push_back(std::move(msg));
   }
-  ChatPrompt p = chat_prompt(ctx, messages);
+  if (auto e = read_tools(ordered, in)) return e;
+  if (auto e = read_think(ordered, ctx, &in, out)) return e;
+  ChatPrompt p = chat_prompt(ctx, in);
   if (p.error) return p.error;
   out.prompt = std::move(p.tokens);
+  out.reasoning_open = p.reasoning_open;
+  out.parse_tools = p.parse_tools;
+  out.gen.render_special = p.render_special;
   return std::nullopt;
 }
 
-std::optional<ApiError> read_ollama_generate(const json& body, const ServeContext& ctx, OllamaRequest& out) {
-  if (auto e = read_common(body, ctx, out)) return e;
+std::optional<ApiError> read_ollama_generate(const json& body, const ojson& ordered, const ServeContext& ctx,
+                                             OllamaRequest& out) {
+  if (auto e = read_common(body, ordered, ctx, out)) return e;
   FieldReader f(body);
   const std::string prompt = f.string("prompt", SIZE_MAX).value_or("");
   const std::optional<std::string> system = f.string("system", SIZE_MAX);
@@ -121,16 +181,18 @@ std::optional<ApiError> read_ollama_generate(const json& body, const ServeContex
     const std::string text = raw || !system ? prompt : *system + "\n\n" + prompt;
     out.prompt = context;
     const std::vector<int32_t> more =
-        context.empty() ? tokenize_prompt(ctx.engine.tokenizer(), text, true)
-                        : ctx.engine.tokenizer().encode(text, /*add_special=*/false, /*parse_special=*/true);
+        context.empty() ? tokenize_prompt(ctx.tokenizer, text, true)
+                        : ctx.tokenizer.encode(text, /*add_special=*/false, /*parse_special=*/true);
     out.prompt.insert(out.prompt.end(), more.begin(), more.end());
     return std::nullopt;
   }
-  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
-  if (system) messages.push_back({{"role", "system"}, {"content", *system}});
-  messages.push_back({{"role", "user"}, {"content", prompt}});
-  ChatPrompt p = chat_prompt(ctx, messages);
+  ChatInput in;
+  if (system) in.messages.push_back({{"role", "system"}, {"content", *system}});
+  in.messages.push_back({{"role", "user"}, {"content", prompt}});
+  if (auto e = read_think(ordered, ctx, &in, out)) return e;
+  ChatPrompt p = chat_prompt(ctx, in);
   if (p.error) return p.error;
+  out.reasoning_open = p.reasoning_open;
   // A context from an earlier reply continues that conversation.
   out.prompt = std::move(context);
   out.prompt.insert(out.prompt.end(), p.tokens.begin(), p.tokens.end());

@@ -2,6 +2,10 @@
 // events back as OpenAI's chunks or bodies.
 #include "tools/kt-serve/openai_api.h"
 
+#include <cmath>
+#include <utility>
+
+#include "tools/kt-serve/chat_output.h"
 #include "tools/kt-serve/generation_response.h"
 #include "tools/kt-serve/handler_guard.h"
 #include "tools/kt-serve/json_text.h"
@@ -45,12 +49,65 @@ ApiError event_error(const EngineEvent& e) {
   return server_error(e.error);
 }
 
+// OpenAI's logprobs entry for one token: its text, bytes, log-probability
+// and the most likely tokens at its step.
+json token_logprob_json(const Tokenizer& tok, bool special, int32_t id, float logprob) {
+  const std::string text = tok.decode_token(id, special);
+  json bytes = json::array();
+  for (char c : text) bytes.push_back(int(uint8_t(c)));
+  // -inf is not JSON: a masked token's log-probability is the lowest float.
+  return {{"token", text}, {"logprob", std::isfinite(logprob) ? logprob : -9999.0f}, {"bytes", bytes}};
+}
+
+json chat_logprobs_json(const Tokenizer& tok, bool special, const std::vector<TokenLogprobs>& lps) {
+  json content = json::array();
+  for (const TokenLogprobs& lp : lps) {
+    json e = token_logprob_json(tok, special, lp.token, lp.logprob);
+    json top = json::array();
+    for (const auto& t : lp.top) top.push_back(token_logprob_json(tok, special, t.id, t.logprob));
+    e["top_logprobs"] = std::move(top);
+    content.push_back(std::move(e));
+  }
+  return {{"content", std::move(content)}, {"refusal", nullptr}};
+}
+
+// Completions' logprobs: parallel lists, top_logprobs as {token: logprob}.
+json completion_logprobs_json(const Tokenizer& tok, const std::vector<TokenLogprobs>& lps, size_t text_offset) {
+  json tokens = json::array(), token_lps = json::array(), tops = json::array(), offsets = json::array();
+  for (const TokenLogprobs& lp : lps) {
+    const std::string t = tok.decode_token(lp.token);
+    tokens.push_back(t);
+    token_lps.push_back(std::isfinite(lp.logprob) ? lp.logprob : -9999.0f);
+    json top = json::object();
+    for (const auto& c : lp.top) top[tok.decode_token(c.id)] = std::isfinite(c.logprob) ? c.logprob : -9999.0f;
+    tops.push_back(std::move(top));
+    offsets.push_back(text_offset);
+    text_offset += t.size();
+  }
+  return {{"tokens", tokens}, {"token_logprobs", token_lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
+}
+
+json tool_calls_json(const std::vector<ToolCall>& calls, bool with_index) {
+  json out = json::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    json c;
+    if (with_index) c["index"] = i;
+    c["id"] = calls[i].id;
+    c["type"] = "function";
+    c["function"] = {{"name", calls[i].name}, {"arguments", calls[i].arguments}};
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 // Both endpoints' responses, as SSE chunks or one body.
 class OpenAiFormat final : public ResponseFormat {
  public:
-  OpenAiFormat(Kind kind, const ServeContext& ctx, bool stream, bool include_usage)
-      : kind_(kind), stream_(stream), include_usage_(include_usage), model_(ctx.model.name),
-        id_(random_id(kind == Kind::Chat ? "chatcmpl-" : "cmpl-")), created_(unix_now()) {}
+  OpenAiFormat(Kind kind, const ServeContext& ctx, const OpenAiRequest& r)
+      : kind_(kind), stream_(r.stream), include_usage_(r.include_usage), logprobs_(r.gen.logprobs >= 0),
+        special_(r.gen.render_special), tok_(ctx.tokenizer), model_(ctx.model.name),
+        id_(random_id(kind == Kind::Chat ? "chatcmpl-" : "cmpl-")), created_(unix_now()),
+        output_(r.split_reasoning, r.reasoning_open, r.parse_tools ? ctx.tool_format.get() : nullptr) {}
 
   const char* content_type() const override { return stream_ ? "text/event-stream" : "application/json"; }
 
@@ -60,31 +117,80 @@ class OpenAiFormat final : public ResponseFormat {
   }
 
   std::string on_event(const EngineEvent& e) override {
+    lps_.insert(lps_.end(), e.logprobs.begin(), e.logprobs.end());
+    if (kind_ == Kind::Completion) return completion_event(e);
+    ChatOutput::Delta d = output_.push(e.text);
     if (!stream_) {
-      text_ += e.text;
-      return e.done ? body(e) : "";
+      reasoning_ += d.reasoning;
+      text_ += d.content;
+      if (!e.done) return "";
+      ChatOutput::Delta last = output_.finish(&calls_);
+      reasoning_ += last.reasoning;
+      text_ += last.content;
+      return body(e);
     }
-    std::string out;
-    if (!e.text.empty()) out += sse(chunk(kind_ == Kind::Chat ? json{{"content", e.text}} : json(e.text), json()));
+    std::string out = delta_chunk(d);
     if (!e.done) return out;
-    if (e.finish == FinishReason::Error || e.finish == FinishReason::Cancelled) {
-      out += "data: " + error_body(Api::OpenAI, event_error(e)) + "\n\n";
-    } else {
-      json last = chunk(kind_ == Kind::Chat ? json::object() : json(""), finish_reason(e));
-      last["timings"] = timings_json(e);
-      out += sse(last);
-      if (include_usage_) {
-        json usage = chunk(json(), json());
-        usage["choices"] = json::array();
-        usage["usage"] = usage_json(e);
-        out += sse(usage);
-      }
-    }
+    if (e.finish == FinishReason::Error || e.finish == FinishReason::Cancelled)
+      return out + "data: " + error_body(Api::OpenAI, event_error(e)) + "\n\n" + "data: [DONE]\n\n";
+    out += delta_chunk(output_.finish(&calls_));
+    if (!calls_.empty()) out += sse(chunk({{"tool_calls", tool_calls_json(calls_, true)}}, json()));
+    json last = chunk(json::object(), reason(e));
+    if (logprobs_ && !lps_.empty()) last["choices"][0]["logprobs"] = chat_logprobs_json(tok_, special_, std::exchange(lps_, {}));
+    last["timings"] = timings_json(e);
+    out += sse(last);
+    if (include_usage_) out += usage_chunk(e);
     return out + "data: [DONE]\n\n";
   }
 
  private:
   static std::string sse(const json& j) { return "data: " + dump_json(j) + "\n\n"; }
+
+  json reason(const EngineEvent& e) const { return calls_.empty() ? finish_reason(e) : json("tool_calls"); }
+
+  std::string usage_chunk(const EngineEvent& e) const {
+    json usage = chunk(json(), json());
+    usage["choices"] = json::array();
+    usage["usage"] = usage_json(e);
+    return sse(usage);
+  }
+
+  // A chat chunk for what the output gave now (nothing when it held it back).
+  std::string delta_chunk(const ChatOutput::Delta& d) {
+    if (d.empty()) return "";
+    json delta = json::object();
+    if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
+    if (!d.content.empty()) delta["content"] = d.content;
+    json c = chunk(delta, json());
+    if (logprobs_ && !lps_.empty()) c["choices"][0]["logprobs"] = chat_logprobs_json(tok_, special_, std::exchange(lps_, {}));
+    return sse(c);
+  }
+
+  std::string completion_event(const EngineEvent& e) {
+    if (!stream_) {
+      text_ += e.text;
+      return e.done ? body(e) : "";
+    }
+    std::string out;
+    if (!e.text.empty()) {
+      json c = chunk(json(e.text), json());
+      if (logprobs_) c["choices"][0]["logprobs"] = completion_logprobs_json(tok_, std::exchange(lps_, {}), text_offset_);
+      text_offset_ += e.text.size();
+      out += sse(c);
+    }
+    if (!e.done) return out;
+    if (e.finish == FinishReason::Error || e.finish == FinishReason::Cancelled) {
+      out += "data: " + error_body(Api::OpenAI, event_error(e)) + "\n\n";
+    } else {
+      json last = chunk(json(""), finish_reason(e));
+      if (logprobs_ && !lps_.empty())
+        last["choices"][0]["logprobs"] = completion_logprobs_json(tok_, std::exchange(lps_, {}), text_offset_);
+      last["timings"] = timings_json(e);
+      out += sse(last);
+      if (include_usage_) out += usage_chunk(e);
+    }
+    return out + "data: [DONE]\n\n";
+  }
 
   json envelope(const char* object) const {
     return {{"id", id_}, {"object", object}, {"created", created_}, {"model", model_}, {"system_fingerprint", "kt"}};
@@ -110,12 +216,17 @@ class OpenAiFormat final : public ResponseFormat {
       return error_body(Api::OpenAI, event_error(e));
     json b = envelope(kind_ == Kind::Chat ? "chat.completion" : "text_completion");
     json choice = {{"index", 0}};
-    if (kind_ == Kind::Chat)
-      choice["message"] = {{"role", "assistant"}, {"content", text_}};
-    else
+    if (kind_ == Kind::Chat) {
+      json message = {{"role", "assistant"}, {"content", calls_.empty() || !text_.empty() ? json(text_) : json()}};
+      if (!reasoning_.empty()) message["reasoning_content"] = reasoning_;
+      if (!calls_.empty()) message["tool_calls"] = tool_calls_json(calls_, false);
+      choice["message"] = std::move(message);
+      choice["logprobs"] = logprobs_ ? chat_logprobs_json(tok_, special_, lps_) : json();
+    } else {
       choice["text"] = text_;
-    choice["logprobs"] = nullptr;
-    choice["finish_reason"] = finish_reason(e);
+      choice["logprobs"] = logprobs_ ? completion_logprobs_json(tok_, lps_, 0) : json();
+    }
+    choice["finish_reason"] = reason(e);
     b["choices"] = json::array({choice});
     b["usage"] = usage_json(e);
     b["timings"] = timings_json(e);
@@ -123,24 +234,31 @@ class OpenAiFormat final : public ResponseFormat {
   }
 
   Kind kind_;
-  bool stream_, include_usage_;
+  bool stream_, include_usage_, logprobs_, special_;
+  const Tokenizer& tok_;
   std::string model_, id_;
   int64_t created_;
-  std::string text_;
+  ChatOutput output_;
+  std::string text_, reasoning_;
+  std::vector<ToolCall> calls_;
+  std::vector<TokenLogprobs> lps_;  // not yet sent (streaming) or all (not)
+  size_t text_offset_ = 0;
 };
 
 void generate(Kind kind, const httplib::Request& req, httplib::Response& res, ServeContext& ctx) {
   auto body = parse_json_object(req.body);
   if (!body.ok()) return send_error(res, Api::OpenAI, bad_request(body.error().message));
+  auto ordered = parse_ordered_json_object(req.body);
+  if (!ordered.ok()) return send_error(res, Api::OpenAI, bad_request(ordered.error().message));
   OpenAiRequest r;
   const std::optional<ApiError> e =
-      kind == Kind::Chat ? read_chat_request(*body, ctx, r) : read_completion_request(*body, ctx, r);
+      kind == Kind::Chat ? read_chat_request(*body, *ordered, ctx, r) : read_completion_request(*body, *ordered, ctx, r);
   if (e) return send_error(res, Api::OpenAI, *e);
+  auto format = std::make_unique<OpenAiFormat>(kind, ctx, r);
   EngineRequest er;
   er.prompt = std::move(r.prompt);
   er.params = std::move(r.gen);
-  auto format = std::make_unique<OpenAiFormat>(kind, ctx, r.stream, r.include_usage);
-  if (auto rejected = respond_with_generation(res, ctx.engine, std::move(er), std::move(format)))
+  if (auto rejected = respond_with_generation(res, *ctx.engine, std::move(er), std::move(format)))
     send_error(res, Api::OpenAI, rejection_error(*rejected));
 }
 
@@ -154,8 +272,8 @@ json model_json(const ServeContext& ctx) {
            {{"arch", m.arch},
             {"n_params", m.n_params},
             {"size", m.file_bytes},
-            {"n_ctx", ctx.engine.n_ctx()},
-            {"n_vocab", ctx.engine.n_vocab()},
+            {"n_ctx", ctx.engine->n_ctx()},
+            {"n_vocab", ctx.engine->n_vocab()},
             {"chat_template", ctx.chat_template.has_value()}}}};
 }
 

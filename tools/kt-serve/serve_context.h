@@ -1,15 +1,21 @@
 // What every handler shares: the engine, the chat template, the model's
 // description and the options. Built once in main(); handlers only read it
-// (the engine and the counters are thread-safe).
+// (the engine and the counters are thread-safe). The request readers
+// (*_request.h) need only the tokenizer, the template and the options, so a
+// context without an engine serves to read requests in-process
+// (test/fuzz/fuzz_serve_request.cpp).
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 
+#include "runtime/chat_conversation.h"
 #include "runtime/chat_template.h"
 #include "runtime/engine.h"
+#include "runtime/tool_calls.h"
 #include "tools/kt-serve/metrics.h"
 #include "tools/kt-serve/serve_options.h"
 
@@ -29,12 +35,17 @@ struct ModelInfo {
 ModelInfo describe_model(const Engine& engine, const std::string& gguf_path, std::string name);
 
 struct ServeContext {
-  Engine& engine;
+  Engine* engine;              // null where requests are only read, never run
+  const Tokenizer& tokenizer;  // the engine's
   ServeOptions options;
   ModelInfo model;
   std::optional<ChatTemplate> chat_template;  // none: chat endpoints answer 400
   std::string chat_template_source;
   HttpCounters http;
+  // What the template wants of a conversation with tools, probed at start,
+  // and the syntax its model writes tool calls in (runtime/tool_calls.h).
+  ChatTemplateCaps template_caps = {};
+  std::unique_ptr<ToolCallFormat> tool_format = make_json_tool_calls();
 
   // The model's name, or Ollama's spelling of it with the default tag.
   bool is_model(std::string_view name) const { return name == model.name || name == model.name + ":latest"; }

@@ -20,6 +20,8 @@ const char kServeUsage[] =
     "  --chat-template FILE   a Jinja chat template, instead of the model's own\n"
     "  --max-body BYTES       largest request body (default 8 MiB); larger get 413\n"
     "  --no-prompt-cache      do not reuse a slot's cached prompt prefix\n"
+    "  --reasoning-format F   deepseek (default): a leading <think> block is returned as reasoning_content\n"
+    "                         (Ollama: thinking); none: left in the content\n"
     "  --verbose              one line per request on stderr\n";
 
 namespace {
@@ -85,6 +87,11 @@ std::string parse_serve_args(int argc, char** argv, ServeOptions& o, bool* help)
       e = number(o.max_body, 1024, int64_t(1) << 32);
     } else if (arg == "--no-prompt-cache") {
       o.prompt_cache = false;
+    } else if (arg == "--reasoning-format") {
+      std::string f;
+      e = text(f);
+      if (e.empty() && f != "none" && f != "deepseek") e = "--reasoning-format: expected none or deepseek, got '" + f + "'";
+      o.reasoning_split = f != "none";
     } else if (arg == "--verbose" || arg == "-v") {
       o.verbose = true;
     } else if (!arg.empty() && arg[0] == '-') {

@@ -20,6 +20,7 @@ struct ServeOptions {
   std::string chat_template_file;  // overrides the model's tokenizer.chat_template
   size_t max_body = 8u << 20;      // request body bytes; more get 413
   bool prompt_cache = true;
+  bool reasoning_split = true;     // <think> blocks as reasoning_content / thinking (--reasoning-format none: off)
   bool verbose = false;            // one line per request on stderr
 };
 
