@@ -21,6 +21,7 @@ Result<std::unique_ptr<Engine>> Engine::start(std::unique_ptr<Executor> executor
   if (options.max_queue < 0) return err("engine: negative queue bound ", options.max_queue);
   auto tok = Tokenizer::from_gguf(executor->gguf());
   if (!tok.ok()) return tok.error();
+  if (options.routing) executor->set_routing_hook(options.routing);
   auto p = std::make_unique<Impl>(std::move(executor), std::move(*tok), options);
   p->slots.resize(size_t(p->ex->n_slots()));
   p->free_slots = p->ex->n_slots();

@@ -54,6 +54,7 @@
 #include <vector>
 
 #include "runtime/executor.h"
+#include "runtime/routing_hooks.h"
 #include "runtime/grammar.h"
 #include "runtime/result.h"
 #include "runtime/sampler.h"
@@ -135,6 +136,10 @@ struct Rejection {
 struct EngineOptions {
   int max_queue = 64;         // requests waiting for a slot; more are refused
   bool prompt_cache = true;   // reuse a free slot's cached prefix
+  // kt-serve --routing-profile-out: the routers' choices counted per phase
+  // (the engine installs it as the executor's routing hook; read it after the
+  // engine is gone). Null: no hook, nothing counted.
+  RoutingStats* routing = nullptr;
 };
 
 // A snapshot for /metrics. Counters only grow; *_seconds are the worker's time

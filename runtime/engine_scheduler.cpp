@@ -167,6 +167,7 @@ class Scheduler {
     if (parts.empty()) return;
     if (b.outputs.empty()) b.outputs.push_back(int32_t(b.tokens.size()) - 1);  // forward wants a row
     const auto t0 = EngineClock::now();
+    if (p_.options.routing) p_.options.routing->set_decode(false);
     auto logits = p_.ex->forward(b, PhaseKind::Prefill);
     wm_.prefill_seconds += seconds(t0, EngineClock::now());
     ++wm_.prefill_steps;
@@ -212,6 +213,7 @@ class Scheduler {
         b.slot.push_back(r.slot);
         b.outputs.push_back(int32_t(i));
       }
+      if (p_.options.routing) p_.options.routing->set_decode(true);
       auto logits = p_.ex->forward(b, PhaseKind::Decode);
       ++wm_.decode_steps;
       wm_.decode_step_tokens += n;

@@ -17,6 +17,8 @@
 
 #include "runtime/chat_template.h"
 #include "runtime/engine.h"
+#include "runtime/plan_loader.h"
+#include "runtime/routing_profile.h"
 #include "tools/kt-serve/http_server.h"
 #include "tools/kt-serve/serve_context.h"
 #include "tools/kt-serve/serve_options.h"
@@ -75,9 +77,14 @@ int main(int argc, char** argv) {
     chat_template.emplace(std::move(*t));
   }
 
+  // --routing-profile-out: counted by the engine, written once it has stopped.
+  kt::RoutingStats routing;
+  const uint64_t fingerprint = kt::gguf_fingerprint((*ex)->gguf());
+  const std::string arch((*ex)->gguf().architecture());
   kt::EngineOptions eo;
   eo.max_queue = o.queue;
   eo.prompt_cache = o.prompt_cache;
+  if (!o.routing_profile_out.empty()) eo.routing = &routing;
   auto engine = kt::Engine::start(std::move(*ex), eo);
   if (!engine.ok()) return fail(engine.error().message);
 
@@ -117,5 +124,12 @@ int main(int argc, char** argv) {
   listening = false;
   pthread_kill(signals.native_handle(), SIGTERM);  // wakes it if listen ended on its own
   signals.join();
+  if (!o.routing_profile_out.empty()) {
+    engine->reset();  // the worker stops: the counts are final
+    const kt::RoutingProfile p = kt::routing_profile_from(routing, fingerprint, arch, 0);
+    if (auto st = kt::write_routing_profile(o.routing_profile_out, p); !st.ok()) return fail(st.error().message);
+    std::fprintf(stderr, "kt-serve: wrote the routing profile %s (%zu MoE layers)\n", o.routing_profile_out.c_str(),
+                 p.layers.size());
+  }
   return ok ? 0 : fail("the server stopped on an error");
 }

@@ -22,6 +22,8 @@ const char kServeUsage[] =
     "  --no-prompt-cache      do not reuse a slot's cached prompt prefix\n"
     "  --reasoning-format F   deepseek (default): a leading <think> block is returned as reasoning_content\n"
     "                         (Ollama: thinking); none: left in the content\n"
+    "  --routing-profile-out F.json  count which routed experts every request chose (prefill and\n"
+    "                         decode), written at exit, for kt-compile --profile\n"
     "  --verbose              one line per request on stderr\n";
 
 namespace {
@@ -92,6 +94,8 @@ std::string parse_serve_args(int argc, char** argv, ServeOptions& o, bool* help)
       e = text(f);
       if (e.empty() && f != "none" && f != "deepseek") e = "--reasoning-format: expected none or deepseek, got '" + f + "'";
       o.reasoning_split = f != "none";
+    } else if (arg == "--routing-profile-out") {
+      e = text(o.routing_profile_out);
     } else if (arg == "--verbose" || arg == "-v") {
       o.verbose = true;
     } else if (!arg.empty() && arg[0] == '-') {

@@ -22,6 +22,7 @@ struct ServeOptions {
   bool prompt_cache = true;
   bool reasoning_split = true;     // <think> blocks as reasoning_content / thinking (--reasoning-format none: off)
   bool verbose = false;            // one line per request on stderr
+  std::string routing_profile_out;  // a routing profile of everything served, written at exit
 };
 
 // Parses argv into o; returns an error message, or "" on success. Sets
