@@ -1,5 +1,6 @@
 #include "runtime/thread_pool.h"
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <set>
@@ -52,8 +53,9 @@ int physical_cores() {
   return n > 0 ? int(n) : 1;
 }
 
-ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads > 0 ? n_threads : physical_cores()) {
-  for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker(i); });
+ThreadPool::ThreadPool(int n_threads)
+    : n_threads_(std::min(n_threads > 0 ? n_threads : physical_cores(), 0xffff)) {
+  for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this] { worker(); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -72,28 +74,50 @@ void ThreadPool::run_chunk(int index) {
   if (b < e) (*fn_)(b, e, index);
 }
 
+void ThreadPool::run_claimed(uint32_t job) {
+  uint64_t v = claim_.load(std::memory_order_acquire);
+  for (;;) {
+    const int parts = int((v >> 16) & 0xffff), next = int(v & 0xffff);
+    if (uint32_t(v >> 32) != job || next >= parts) return;
+    if (claim_.compare_exchange_weak(v, v + 1, std::memory_order_acq_rel, std::memory_order_acquire)) {
+      run_chunk(next);
+      done_.fetch_add(1, std::memory_order_release);
+      v = claim_.load(std::memory_order_acquire);
+    }
+  }
+}
+
 void ThreadPool::for_range(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn) {
   if (n <= 0) return;
   if (n_threads_ == 1 || n == 1) {
     fn(0, n, 0);
     return;
   }
+  // The previous job is finished (every chunk claimed and done), so no one
+  // reads these fields until the new claim_ is published.
   fn_ = &fn;
   n_ = n;
   parts_ = int(std::min<int64_t>(n, n_threads_));
-  pending_.store(n_threads_ - 1, std::memory_order_relaxed);
+  done_.store(0, std::memory_order_relaxed);
+  const uint32_t job = ++job_;
+  claim_.store((uint64_t(job) << 32) | (uint64_t(parts_) << 16), std::memory_order_release);
   {
-    // The lock orders the job's fields before the generation a sleeper wakes to.
+    // The lock orders the job before the generation a sleeper wakes to.
     std::lock_guard<std::mutex> lock(mu_);
     generation_.fetch_add(1, std::memory_order_release);
   }
   if (sleepers_.load(std::memory_order_acquire) > 0) wake_.notify_all();
-  run_chunk(0);
-  while (pending_.load(std::memory_order_acquire) > 0) cpu_relax();
+  run_claimed(job);
+  // Only chunks already running on workers are left: wait for them, yielding
+  // now and then in case one of them waits for this core.
+  for (int spins = 1; done_.load(std::memory_order_acquire) < parts_; ++spins) {
+    cpu_relax();
+    if ((spins & 255) == 0) std::this_thread::yield();
+  }
   fn_ = nullptr;
 }
 
-void ThreadPool::worker(int index) {
+void ThreadPool::worker() {
   set_flush_denormals();
   uint64_t seen = 0;
   for (;;) {
@@ -112,8 +136,8 @@ void ThreadPool::worker(int index) {
     }
     seen = g;
     if (stop_.load()) return;
-    run_chunk(index);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    // The job now published (a later one than woke it is as good).
+    run_claimed(uint32_t(claim_.load(std::memory_order_acquire) >> 32));
   }
 }
 
