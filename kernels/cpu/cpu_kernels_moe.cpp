@@ -24,6 +24,7 @@
 #include "kernels/cpu/ops_ref.h"
 #include "kernels/cpu/work_split.h"
 #include "kernels/kernel_bind.h"
+#include "kernels/moe_contract.h"
 
 namespace kt::kern {
 
@@ -257,30 +258,7 @@ std::unique_ptr<Kernel> make_cpu_moe_gate(const CallSpec& s, std::string* error)
   Binder b(s, error);
   if (!b.arity(1, 2, 1, 2) || !b.weight_computable(0)) return nullptr;
   ref::MoeRouting r;
-  r.n_expert = s.weights[0].ne[1];
-  r.n_used = b.i("n_used");
-  const int64_t gating = b.i("gating");
-  r.n_group = b.i("n_group", 1);
-  r.topk_group = b.i("topk_group", 1);
-  r.norm_weights = b.i("norm", 0) != 0;
-  r.weights_scale = float(b.f("scale", 0.0));
-  if (!b.ok()) return nullptr;
-  b.check(gating == 1 || gating == 2, "gating ", gating, " is not 1 (softmax) or 2 (sigmoid)");
-  r.gating = gating == 2 ? ref::MoeGating::Sigmoid : ref::MoeGating::Softmax;
-  b.check(r.n_used > 0 && r.n_used <= r.n_expert, "n_used ", r.n_used, " of ", r.n_expert, " experts");
-  b.check(r.n_group >= 1 && r.n_expert % r.n_group == 0 && r.topk_group >= 1 && r.topk_group <= r.n_group &&
-              r.n_used <= (r.n_expert / r.n_group) * r.topk_group,
-          "groups ", r.n_group, " (top ", r.topk_group, ") do not fit ", r.n_expert, " experts, ", r.n_used, " used");
-  b.weight_shape(0, s.in[0].cols, r.n_expert);
-  if (s.weights.size() > 1) {
-    b.check(s.weights[1].type == GgmlType::F32, "bias '", std::string(s.weights[1].name), "' must be F32");
-    b.weight_shape(1, r.n_expert);
-  }
-  b.in_type(0, GgmlType::F32);
-  b.out_type(0, GgmlType::I32);
-  b.out_cols(0, r.n_used);
-  b.out_type(1, GgmlType::F32);
-  b.out_cols(1, r.n_used);
+  if (!bind_moe_gate(b, s, &r)) return nullptr;
   return b.done(std::make_unique<MoeGate>(r, act_rounding(s.rounding), use_fast_matmul(s, s.weights[0].type)));
 }
 
@@ -296,8 +274,7 @@ std::unique_ptr<Kernel> make_cpu_moe_experts(const CallSpec& s, std::string* err
   b.in_type(2, GgmlType::F32);
   b.in_cols(2, s.in[1].cols);
   b.out_cols(0, n_embd);
-  std::vector<int64_t> v = b.ints("expert_slots"), choices = b.ints("choices");
-  for (int64_t m : v) b.check(m >= -1 && m < ne, "expert_slots: slice ", m, " is not in -1..", ne - 1);
+  std::vector<int64_t> v = bind_expert_slots(b, ne), choices = b.ints("choices");
   const int64_t nu = s.in[1].cols;
   if (!choices.empty())
     b.check(choices.size() == 2 && choices[0] >= 0 && choices[0] < choices[1] && choices[1] <= nu,

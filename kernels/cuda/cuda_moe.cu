@@ -24,6 +24,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/cuda_matmul.h"
 #include "kernels/kernel_bind.h"
+#include "kernels/moe_contract.h"
 
 namespace kt::cuda {
 
@@ -336,33 +337,11 @@ std::unique_ptr<Kernel> make_cuda_moe_gate(const CallSpec& s, std::string* error
   Binder b(s, error);
   if (!b.check(s.device >= 0, "a CUDA kernel needs a GPU device") || !b.arity(1, 2, 1, 2)) return nullptr;
   ref::MoeRouting r;
-  r.n_expert = s.weights[0].ne[1];
-  r.n_used = b.i("n_used");
-  const int64_t gating = b.i("gating");
-  r.n_group = b.i("n_group", 1);
-  r.topk_group = b.i("topk_group", 1);
-  r.norm_weights = b.i("norm", 0) != 0;
-  r.weights_scale = float(b.f("scale", 0.0));
-  if (!b.ok()) return nullptr;
-  b.check(gating == 1 || gating == 2, "gating ", gating, " is not 1 (softmax) or 2 (sigmoid)");
-  r.gating = gating == 2 ? ref::MoeGating::Sigmoid : ref::MoeGating::Softmax;
-  b.check(r.n_used > 0 && r.n_used <= r.n_expert, "n_used ", r.n_used, " of ", r.n_expert, " experts");
-  b.check(r.n_group >= 1 && r.n_expert % r.n_group == 0 && r.topk_group >= 1 && r.topk_group <= r.n_group &&
-              r.n_used <= (r.n_expert / r.n_group) * r.topk_group,
-          "groups ", r.n_group, " (top ", r.topk_group, ") do not fit ", r.n_expert, " experts, ", r.n_used, " used");
+  if (!bind_moe_gate(b, s, &r)) return nullptr;
   b.check(r.n_expert <= 32 * cuda::kMaxExpertsPerLane && r.n_used <= 32 && r.n_group <= 32,
           "the GPU router takes at most 512 experts, 32 used, 32 groups");
-  b.weight_shape(0, s.in[0].cols, r.n_expert);
-  if (s.weights.size() > 1) {
-    b.check(s.weights[1].type == GgmlType::F32, "bias '", std::string(s.weights[1].name), "' must be F32");
-    b.weight_shape(1, r.n_expert);
-  }
-  b.in_type(0, GgmlType::F32);
-  b.out_type(0, GgmlType::I32);
-  b.out_cols(0, r.n_used);
-  b.out_type(1, GgmlType::F32);
-  b.out_cols(1, r.n_used);
   if (!b.ok()) return nullptr;
+  const int gating = r.gating == ref::MoeGating::Sigmoid ? 2 : 1;
   cuda::MatmulOp op;
   if (!op.init(s.weights[0], s.in[0].max_rows, s.rounding, error)) return nullptr;
   const cuda::RouteArgs ra{int(r.n_expert), int(r.n_used),   int(gating),         int(r.n_group),
@@ -386,9 +365,7 @@ std::unique_ptr<Kernel> make_cuda_moe_experts(const CallSpec& s, std::string* er
   b.in_type(2, GgmlType::F32);
   b.in_cols(2, s.in[1].cols);
   b.out_cols(0, n_embd);
-  const std::vector<int64_t> slots = b.ints("expert_slots");
-  for (int64_t m : slots) b.check(m >= -1 && m < ne, "expert_slots: slice ", m, " is not in -1..", ne - 1);
-  b.check(slots.size() <= (1u << 20), "expert_slots: ", slots.size(), " entries");
+  const std::vector<int64_t> slots = bind_expert_slots(b, ne);
   b.check(b.ints("choices").empty(), "choices (expert deferral) is a CPU experts' param");
   if (!b.ok()) return nullptr;
   CudaMoeExperts::Setup st;

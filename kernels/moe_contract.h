@@ -1,0 +1,24 @@
+// The device-independent part of the MoE kernels' contracts: the params and
+// shapes cpu.* and cuda.* moe_gate / moe_experts check alike, in one place, so
+// the two factories cannot drift apart (each adds only its own limits).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cpu/ops_ref.h"
+#include "kernels/kernel_bind.h"
+
+namespace kt::kern {
+
+// moe_gate: n_used, gating, n_group, topk_group, norm, scale; the router
+// weight [n_embd, n_expert] and optional F32 selection bias [n_expert]; the
+// outputs ids I32 and weights F32 of n_used columns. Fills *r; false (with
+// the Binder's error) when a check fails.
+bool bind_moe_gate(Binder& b, const CallSpec& s, cpu::ref::MoeRouting* r);
+
+// moe_experts' optional expert_slots for a call whose weights hold n_held
+// slices: each entry -1 or a slice, at most 2^20 entries. Empty when absent.
+std::vector<int64_t> bind_expert_slots(Binder& b, int64_t n_held);
+
+}  // namespace kt::kern
