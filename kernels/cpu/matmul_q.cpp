@@ -394,6 +394,7 @@ bool matmul_q_supported(GgmlType t) { return act_kind(t) != ActKind::None; }
 const char* matmul_q_impl(GgmlType t) {
   if (!matmul_q_supported(t)) return "unsupported";
   const Isa isa = active_isa();
+  if (isa >= Isa::Amx && matmul_q_amx_covers(t)) return "amx-int8";  // from kAmxMinBatch rows; VNNI below
   if (isa >= Isa::Avx512 && matmul_q_avx512_covers(t)) return "avx512-vnni";
   if (isa >= Isa::Avx2 && matmul_q_avx2_covers(t)) return "avx2";
   return "scalar";
@@ -456,6 +457,9 @@ void matmul_q(GgmlType t, const void* w, uint64_t w_row_bytes, int64_t n_in, con
   const auto* wb = static_cast<const uint8_t*>(w);
   const auto* xb = static_cast<const uint8_t*>(xq);
   const Isa isa = active_isa();
+  if (isa >= Isa::Amx && n_batch >= kAmxMinBatch &&
+      matmul_q_amx(t, wb, w_row_bytes, n_in, xb, ab, n_batch, y, y_stride, o_begin, o_end, false))
+    return;
   if (isa >= Isa::Avx512 &&
       matmul_q_avx512(t, wb, w_row_bytes, n_in, xb, ab, n_batch, y, y_stride, o_begin, o_end))
     return;

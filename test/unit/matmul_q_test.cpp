@@ -150,7 +150,7 @@ TEST_P(MatmulQ, MatchesReference) {
   const GgmlType t = type();
   const IsaScope scope(level());
   const int64_t block = kt::type_traits(t).block_size;
-  const int64_t kOutMax = 300, kBatchMax = 17;
+  const int64_t kOutMax = 300, kBatchMax = 33;
   double worst = 0.0;
   int checked = 0;
   for (int64_t n_in : {256, 512, 1408, 4096}) {
@@ -168,7 +168,7 @@ TEST_P(MatmulQ, MatchesReference) {
     const std::vector<double> mag = magnitudes(t, w, kOutMax, n_in, x, kBatchMax);
     const uint64_t row_bytes = kt::type_traits(t).row_bytes(n_in);
     for (int64_t n_out : {37, 300}) {
-      for (int64_t n_batch : {1, 2, 3, 8, 17}) {
+      for (int64_t n_batch : {1, 2, 3, 8, 17, 33}) {
         const std::vector<uint8_t> xq = quantize(t, xs.data(), x_stride, n_batch, n_in);
         const int64_t y_stride = n_out + 3;
         std::vector<float> y(size_t(n_batch * y_stride), poison());
@@ -291,13 +291,69 @@ TEST_P(MatmulQ, DispatchFollowsTheLevel) {
     EXPECT_EQ(impl, "scalar");
   } else if (level() == Isa::Avx2) {
     EXPECT_EQ(impl, avx2 ? "avx2" : "scalar");
-  } else {
+  } else if (level() == Isa::Avx512 || !matmul_detail::matmul_q_amx_covers(t)) {
     EXPECT_EQ(impl, "avx512-vnni");  // every type
+  } else {
+    EXPECT_EQ(impl, "amx-int8");  // from kAmxMinBatch activation rows on
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Levels, MatmulQ, testing::Combine(testing::ValuesIn(kTypes), testing::ValuesIn(kLevels)),
                          param_name);
+
+// The AMX path's layouts and arithmetic with the tile instructions emulated in
+// plain C++ (so CPUs without AMX test them; the hardware path runs in
+// MatchesReference at the amx level, batch 17, where the CPU has it): row
+// counts that leave a partial tile of rows, token counts that leave a partial
+// tile of tokens, odd numbers of 32-value blocks, more tokens than one group.
+class MatmulQAmxEmulated : public testing::TestWithParam<GgmlType> {};
+
+TEST_P(MatmulQAmxEmulated, MatchesReference) {
+  const GgmlType t = GetParam();
+  if (detected_isa() < Isa::Avx512) GTEST_SKIP() << "the emulated tiles still need AVX-512 around them";
+  const IsaScope scope(Isa::Avx512);  // the quantizers as the AMX level runs them
+  const int64_t block = kt::type_traits(t).block_size;
+  double worst = 0.0;
+  for (int64_t n_in : {96, 256, 1408, 2048}) {
+    if (n_in % block != 0) continue;
+    const int64_t n_out = 37, n_batch_max = 150;
+    const uint64_t seed = uint64_t(t) * 7919u + uint64_t(n_in);
+    const std::vector<uint8_t> w = random_weights(t, n_out, n_in, seed);
+    const std::vector<float> x = random_acts(n_batch_max, n_in, n_in, seed + 1);
+    std::vector<float> yref(size_t(n_batch_max * n_out));
+    ref::matmul(t, w.data(), n_in, n_out, x.data(), n_batch_max, yref.data(), ref::ActRounding::GgmlCpu);
+    const std::vector<double> mag = magnitudes(t, w, n_out, n_in, x, n_batch_max);
+    const uint64_t rb = kt::type_traits(t).row_bytes(n_in);
+    for (int64_t n_batch : {16, 17, 33, 150}) {  // 150: two groups of 128 tokens, the second partial
+      const std::vector<uint8_t> xq = quantize(t, x.data(), n_in, n_batch, n_in);
+      std::vector<float> y(size_t(n_batch * n_out), poison());
+      // Rows [3, n_out) in two calls: a range not starting at a tile boundary.
+      for (auto [o0, o1] : {std::pair<int64_t, int64_t>{3, 21}, {21, n_out}})
+        ASSERT_TRUE(matmul_detail::matmul_q_amx(t, w.data(), rb, n_in, xq.data(), act_row_bytes(t, n_in), n_batch,
+                                                y.data(), n_out, o0, o1, /*emulate=*/true));
+      for (int64_t b = 0; b < n_batch; ++b)
+        for (int64_t o = 0; o < n_out; ++o) {
+          const float got = y[size_t(b * n_out + o)];
+          if (o < 3) {
+            ASSERT_TRUE(is_poison(got)) << "wrote outside [o_begin, o_end)";
+            continue;
+          }
+          const double want = yref[size_t(b * n_out + o)], m = mag[size_t(b * n_out + o)];
+          ASSERT_LE(std::fabs(double(got) - want), kRelTol * m + kAbsTol)
+              << type_str(t) << " n_in " << n_in << " batch " << n_batch << " b " << b << " o " << o << ": got "
+              << got << " want " << want;
+          worst = std::max(worst, std::fabs(double(got) - want) / m);
+        }
+    }
+  }
+  std::printf("  %s emulated AMX: worst |y - ref| / sum|w x| = %.2e (bound %.0e)\n", type_str(t).c_str(), worst,
+              kRelTol);
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, MatmulQAmxEmulated,
+                         testing::Values(GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0,
+                                         GgmlType::Q5_0, GgmlType::Q4_0, GgmlType::IQ4_NL),
+                         [](const testing::TestParamInfo<GgmlType>& i) { return type_str(i.param); });
 
 // The comparison above is able to fail: one changed weight block moves the
 // outputs of its row well outside the bound.
