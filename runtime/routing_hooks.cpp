@@ -153,15 +153,27 @@ std::vector<double> ForcedRouting::layer_weights(int layer, int64_t n_expert) {
   }
   // Profile: the same layer if it has this many experts, else the profile's
   // layers of this many experts in turn (a profile of a model with fewer
-  // layers, e.g. a tiny one, then drives a full-size model of its family).
-  std::vector<const std::vector<double>*> same;
+  // layers, e.g. a tiny one, then drives a full-size model of its family),
+  // else its layers whose expert count E divides n_expert, stretched: each of
+  // its experts stands for n_expert / E of the model's (expert e for e % E),
+  // which share its count, so a tiny model's 8 experts drive 64 or 256.
+  std::vector<const std::vector<double>*> same, fewer;
   for (const auto& [pl, counts] : dist_.profile_layers) {
-    if (int64_t(counts.size()) != n_expert) continue;
-    if (pl == layer) return counts;
-    same.push_back(&counts);
+    if (int64_t(counts.size()) == n_expert) {
+      if (pl == layer) return counts;
+      same.push_back(&counts);
+    } else if (!counts.empty() && int64_t(counts.size()) < n_expert && n_expert % int64_t(counts.size()) == 0) {
+      fewer.push_back(&counts);
+    }
   }
-  if (same.empty()) return {};
-  return *same[size_t(layer < 0 ? 0 : layer) % same.size()];
+  const size_t turn = size_t(layer < 0 ? 0 : layer);
+  if (!same.empty()) return *same[turn % same.size()];
+  if (fewer.empty()) return {};
+  const std::vector<double>& c = *fewer[turn % fewer.size()];
+  const int64_t k = n_expert / int64_t(c.size());
+  w.resize(size_t(n_expert));
+  for (int64_t e = 0; e < n_expert; ++e) w[size_t(e)] = c[size_t(e) % c.size()] / double(k);
+  return w;
 }
 
 const std::vector<double>& ForcedRouting::inclusion(int layer, int64_t n_expert, int64_t n_used) {

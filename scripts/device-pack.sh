@@ -111,29 +111,60 @@ if [ "${KT_PACK_BENCH:-1}" = 1 ] && [ -x "$compile" ]; then
   # kt-bench e2e --routing zipf:1.0 forces, seed 42) in GPU memory that leaves
   # 25%, 50% and 100% of the routed experts' bytes room beyond the hybrid
   # plan's weights; expert deferral K = 1, 2. KT_PACK_HOT=0 skips them.
-  hotplans() {  # model rules
-    local m=$1 rules=$2 ex budget gpu_w experts mem pct
+  # Each plan may carry NAME.args: kt-bench e2e arguments device-run.sh adds
+  # (the routing its figures are measured under).
+  args() { echo "$2" > "out/device/bench/plans/$1.args"; }
+  # Routing profiles recorded here on the tiny models of the same family
+  # (kt-exec --routing-profile-out, the three reference prompts, 64 tokens
+  # each), for the full-size models' forced routing and placement (a profile
+  # of fewer experts stretches: runtime/routing_hooks.cpp).
+  tinyprofile() {  # tiny-model stem -> out/device/bench/profiles/STEM.json
+    local m=$1 p parts=()
+    [ -f "../shared/models/$m.gguf" ] || return 1
+    mkdir -p out/device/bench/profiles
+    "$compile" "../shared/models/$m.gguf" --gpu-mem 0 -o "$tmp/$m.ktp" >/dev/null
+    for p in p1 p2 p3; do
+      "$(dirname "$compile")/kt-exec" "$tmp/$m.ktp" --prompt-file "../shared/models/prompts/$p.txt" -n 64 \
+        --routing-profile-out "$tmp/$m-$p.json" >/dev/null 2>&1
+      parts+=("$tmp/$m-$p.json")
+    done
+    build/device/bin/kt-gguf profile-merge "${parts[@]}" -o "out/device/bench/profiles/$m.json"
+  }
+  hotplans() {  # model rules tiny-model
+    local m=$1 rules=$2 tiny=$3 ex budget gpu_w experts mem pct
     [ "${KT_PACK_HOT:-1}" = 1 ] || return 0
     build/device/bin/kt-gguf profile-synth "$tmp/$m.gguf" --routing zipf:1.0 -o "$tmp/$m-zipf.json"
     ex=$("$compile" "$tmp/$m.gguf" $rules --ctx 4096 --gpu-mem 70GiB --explain)
     budget=$("$compile" "$tmp/$m.gguf" $rules --ctx 4096 --gpu-mem 70GiB --emit=mlir | grep -oE 'gpu_budget = [0-9]+' | grep -oE '[0-9]+$')
     gpu_w=$(echo "$ex" | awk '$1 == "cuda:0:" {print $2}')
     experts=$(echo "$ex" | awk '$2 == "experts" {s += $5} END {printf "%.0f", s}')
+    bplan $m hybrid-zipf $rules
+    args $m@hybrid-zipf "--routing zipf:1.0"
     for pct in 25 50 100; do
       mem=$(( (70 << 30) - budget + gpu_w + experts * pct / 100 + (16 << 20) ))
       bplan $m hot$pct $rules --gpu-mem $mem --profile "$tmp/$m-zipf.json" --cpu-bandwidth 90
+      args $m@hot$pct "--routing zipf:1.0"
     done
     bplan $m defer1 $rules --defer-experts 1
     bplan $m defer2 $rules --defer-experts 2
     mem=$(( (70 << 30) - budget + gpu_w + experts / 4 + (16 << 20) ))
     bplan $m hot25-defer1 $rules --gpu-mem $mem --profile "$tmp/$m-zipf.json" --cpu-bandwidth 90 --defer-experts 1
+    for c in defer1 defer2 hot25-defer1; do args $m@$c "--routing zipf:1.0"; done
+    # The same with the tiny model's recorded profile in place of Zipf(1.0).
+    if tinyprofile "$tiny"; then
+      local prof=out/device/bench/profiles/$tiny.json
+      build/device/bin/kt-gguf profile-synth "$tmp/$m.gguf" --routing "profile:$prof" -o "$tmp/$m-tiny.json"
+      bplan $m hybrid-tiny $rules
+      bplan $m hot25-tiny $rules --gpu-mem $mem --profile "$tmp/$m-tiny.json" --cpu-bandwidth 90
+      for c in hybrid-tiny hot25-tiny; do args $m@$c "--routing profile:$prof"; done
+    fi
     echo "$m: experts $((experts >> 20)) MiB, hybrid GPU weights $((gpu_w >> 20)) MiB"
   }
-  hotplans v2lite rules/deepseek-v2-lite-hybrid.yaml
+  hotplans v2lite rules/deepseek-v2-lite-hybrid.yaml tiny-dsv2lite-Q4_K_M
   synth v3-5l --like deepseek-v3 --layers 5 --vocab-size 102400 --mla-split
   bplan v3-5l hybrid rules/deepseek-v3-hybrid.yaml
-  hotplans v3-5l rules/deepseek-v3-hybrid.yaml
+  hotplans v3-5l rules/deepseek-v3-hybrid.yaml tiny-dsv3-Q4_K_M
   rm -f out/device/bench/models/*.gguf
-  echo "compiled $(ls out/device/bench/plans | wc -l) benchmark plans"
+  echo "compiled $(ls out/device/bench/plans/*.ktp | wc -l) benchmark plans"
 fi
 du -sh out/device | awk '{print "packed " $1 " in out/device"}'

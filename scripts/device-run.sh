@@ -48,7 +48,8 @@ done
 # End to end on the synthetic full-size models (device-pack.sh compiled their
 # plans): the CPU's limits, one MoE layer, then prefill and decode of each plan.
 # KT_BENCH=0 skips this; KT_BENCH_PLANS (a regex) picks plans; KT_BENCH_ARGS
-# replaces kt-bench e2e's arguments (e.g. --routing zipf:1.0 for hot experts).
+# replaces kt-bench e2e's arguments (default --prompt 512 --gen 64); a plan's
+# NAME.args (device-pack.sh: the routing it is measured under) adds to them.
 if [ "${KT_BENCH:-1}" = 1 ] && [ -d out/device/bench/plans ]; then
   bin=out/device/bin
   while read -r name args; do  # only the models the chosen plans need
@@ -67,7 +68,10 @@ if [ "${KT_BENCH:-1}" = 1 ] && [ -d out/device/bench/plans ]; then
     [[ -n "${KT_BENCH_PLANS:-}" && ! "$(basename "$p")" =~ ${KT_BENCH_PLANS} ]] && continue
     echo "== $(basename "$p")" | tee -a out/device/e2e.txt
     full=out/device/e2e-$(basename "$p" .ktp | tr @ -).txt
-    timeout 240 $bin/kt-bench e2e "$p" ${KT_BENCH_ARGS:---prompt 512 --gen 64} > "$full" 2>&1
+    extra=""
+    [ -f "${p%.ktp}.args" ] && extra=$(cat "${p%.ktp}.args")
+    [ -n "$extra" ] && echo "   ($extra)" | tee -a out/device/e2e.txt
+    timeout 240 $bin/kt-bench e2e "$p" ${KT_BENCH_ARGS:---prompt 512 --gen 64} $extra > "$full" 2>&1
     grep -A3 '^routing' "$full" | tee -a out/device/e2e.txt
     grep 'predicted' "$full" | tee -a out/device/e2e.txt
     [ -n "${OUT:-}" ] && cp "$full" "$OUT/" 2>/dev/null

@@ -393,11 +393,31 @@ TEST(ForcedRouting, ProfileFrequenciesMatch) {
   EXPECT_EQ(freq[6], 0.0);
   EXPECT_EQ(freq[7], 0.0);
   EXPECT_TRUE(f.unmatched_layers().empty());
-  // Another layer of 8 experts borrows the profile's; one of 16 has none.
+  // Another layer of 8 experts borrows the profile's; one of 12 has none.
   (void)draw_frequencies(f, 7, 8, 2, 64);
   EXPECT_TRUE(f.unmatched_layers().empty());
-  (void)draw_frequencies(f, 2, 16, 2, 64);
+  (void)draw_frequencies(f, 2, 12, 2, 64);
   EXPECT_EQ(f.unmatched_layers(), std::vector<int>{2});
+}
+
+// A profile of 8 experts drives a layer of 32: expert e stands in for profile
+// expert e % 8, the four sharing its count.
+TEST(ForcedRouting, ProfileStretchesToMoreExperts) {
+  RoutingProfile p;
+  RoutingProfile::Layer l;
+  l.layer = 0;
+  l.n_expert = 8;
+  l.n_used = 2;
+  l.prefill.assign(8, 0);
+  l.decode = {40, 25, 15, 10, 6, 4, 0, 0};
+  p.layers = {l};
+  ForcedRouting f(profile_distribution(p, "profile:test"), 5);
+  const std::vector<double> freq = draw_frequencies(f, 3, 32, 6, 100000);
+  EXPECT_TRUE(f.unmatched_layers().empty());
+  for (int64_t e = 0; e < 32; ++e)
+    EXPECT_NEAR(freq[size_t(e)] / 6, p.share(l, e % 8, true) / 4, 0.003) << "expert " << e;
+  EXPECT_EQ(freq[6], 0.0);
+  EXPECT_EQ(freq[31], 0.0);
 }
 
 TEST(ForcedRouting, PrefillCountsWhenNoDecode) {
