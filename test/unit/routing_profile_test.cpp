@@ -375,15 +375,23 @@ TEST(ForcedRouting, ZipfHotExpertsDifferByLayer) {
   EXPECT_EQ(g.inclusion(2, 256, 8), f.inclusion(2, 256, 8));
 }
 
-TEST(ForcedRouting, ProfileFrequenciesMatch) {
+// A profile of one layer with these counts.
+RoutingProfile one_layer(int layer, int64_t n_used, std::vector<uint64_t> prefill, std::vector<uint64_t> decode) {
   RoutingProfile p;
   RoutingProfile::Layer l;
-  l.layer = 1;
-  l.n_expert = 8;
-  l.n_used = 2;
-  l.prefill = {0, 0, 0, 0, 0, 0, 0, 100};  // ignored: the layer has decode counts
-  l.decode = {40, 25, 15, 10, 6, 4, 0, 0};
+  l.layer = layer;
+  l.n_expert = int64_t(decode.size());
+  l.n_used = n_used;
+  l.prefill = std::move(prefill);
+  l.decode = std::move(decode);
   p.layers = {l};
+  return p;
+}
+
+TEST(ForcedRouting, ProfileFrequenciesMatch) {
+  // The prefill counts are ignored: the layer has decode counts.
+  const RoutingProfile p = one_layer(1, 2, {0, 0, 0, 0, 0, 0, 0, 100}, {40, 25, 15, 10, 6, 4, 0, 0});
+  const RoutingProfile::Layer& l = p.layers[0];
   ForcedRouting f(profile_distribution(p, "profile:test"), 3);
   const std::vector<double> freq = draw_frequencies(f, 1, 8, 2, 100000);
   // A token includes expert e with probability n_used * its share of choices
@@ -403,14 +411,8 @@ TEST(ForcedRouting, ProfileFrequenciesMatch) {
 // A profile of 8 experts drives a layer of 32: expert e stands in for profile
 // expert e % 8, the four sharing its count.
 TEST(ForcedRouting, ProfileStretchesToMoreExperts) {
-  RoutingProfile p;
-  RoutingProfile::Layer l;
-  l.layer = 0;
-  l.n_expert = 8;
-  l.n_used = 2;
-  l.prefill.assign(8, 0);
-  l.decode = {40, 25, 15, 10, 6, 4, 0, 0};
-  p.layers = {l};
+  const RoutingProfile p = one_layer(0, 2, std::vector<uint64_t>(8, 0), {40, 25, 15, 10, 6, 4, 0, 0});
+  const RoutingProfile::Layer& l = p.layers[0];
   ForcedRouting f(profile_distribution(p, "profile:test"), 5);
   const std::vector<double> freq = draw_frequencies(f, 3, 32, 6, 100000);
   EXPECT_TRUE(f.unmatched_layers().empty());
@@ -421,14 +423,7 @@ TEST(ForcedRouting, ProfileStretchesToMoreExperts) {
 }
 
 TEST(ForcedRouting, PrefillCountsWhenNoDecode) {
-  RoutingProfile p;
-  RoutingProfile::Layer l;
-  l.layer = 0;
-  l.n_expert = 4;
-  l.n_used = 1;
-  l.prefill = {0, 0, 0, 9};
-  l.decode = {0, 0, 0, 0};
-  p.layers = {l};
+  const RoutingProfile p = one_layer(0, 1, {0, 0, 0, 9}, {0, 0, 0, 0});
   ForcedRouting f(profile_distribution(p, "profile:test"), 3);
   const std::vector<double> freq = draw_frequencies(f, 0, 4, 1, 640);
   EXPECT_EQ(freq[3], 1.0);
