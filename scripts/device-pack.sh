@@ -107,10 +107,7 @@ if [ "${KT_PACK_BENCH:-1}" = 1 ] && [ -x "$compile" ]; then
   synth v2lite --like deepseek-v2-lite --mla-split
   bplan v2lite cpu --gpu-mem 0
   bplan v2lite hybrid rules/deepseek-v2-lite-hybrid.yaml
-  # Issue 13: hot experts from a Zipf(1.0) profile (profile-synth: what
-  # kt-bench e2e --routing zipf:1.0 forces, seed 42) in GPU memory that leaves
-  # 25%, 50% and 100% of the routed experts' bytes room beyond the hybrid
-  # plan's weights; expert deferral K = 1, 2. KT_PACK_HOT=0 skips them.
+  # Issue 13: hot experts and deferral (hotplans below). KT_PACK_HOT=0 skips them.
   # Each plan may carry NAME.args: kt-bench e2e arguments device-run.sh adds
   # (the routing its figures are measured under).
   args() { echo "$2" > "out/device/bench/plans/$1.args"; }
@@ -131,33 +128,36 @@ if [ "${KT_PACK_BENCH:-1}" = 1 ] && [ -x "$compile" ]; then
     build/device/bin/kt-gguf profile-merge "${parts[@]}" -o "out/device/bench/profiles/$m.json"
   }
   hotplans() {  # model rules tiny-model
-    local m=$1 rules=$2 tiny=$3 ex budget gpu_w experts mem pct
+    local m=$1 rules=$2 tiny=$3 ex budget gpu_w experts mem mem25 pct r
     [ "${KT_PACK_HOT:-1}" = 1 ] || return 0
-    build/device/bin/kt-gguf profile-synth "$tmp/$m.gguf" --routing zipf:1.0 -o "$tmp/$m-zipf.json"
     ex=$("$compile" "$tmp/$m.gguf" $rules --ctx 4096 --gpu-mem 70GiB --explain)
     budget=$("$compile" "$tmp/$m.gguf" $rules --ctx 4096 --gpu-mem 70GiB --emit=mlir | grep -oE 'gpu_budget = [0-9]+' | grep -oE '[0-9]+$')
     gpu_w=$(echo "$ex" | awk '$1 == "cuda:0:" {print $2}')
     experts=$(echo "$ex" | awk '$2 == "experts" {s += $5} END {printf "%.0f", s}')
-    bplan $m hybrid-zipf $rules
-    args $m@hybrid-zipf "--routing zipf:1.0"
-    for pct in 25 50 100; do
-      mem=$(( (70 << 30) - budget + gpu_w + experts * pct / 100 + (16 << 20) ))
-      bplan $m hot$pct $rules --gpu-mem $mem --profile "$tmp/$m-zipf.json" --cpu-bandwidth 90
-      args $m@hot$pct "--routing zipf:1.0"
-    done
-    bplan $m defer1 $rules --defer-experts 1
-    bplan $m defer2 $rules --defer-experts 2
-    mem=$(( (70 << 30) - budget + gpu_w + experts / 4 + (16 << 20) ))
-    bplan $m hot25-defer1 $rules --gpu-mem $mem --profile "$tmp/$m-zipf.json" --cpu-bandwidth 90 --defer-experts 1
-    for c in defer1 defer2 hot25-defer1; do args $m@$c "--routing zipf:1.0"; done
-    # The same with the tiny model's recorded profile in place of Zipf(1.0).
+    build/device/bin/kt-gguf profile-synth "$tmp/$m.gguf" --routing zipf:1.0 -o "$tmp/$m-zipf.json"
+    local routings="zipf" spec_zipf="zipf:1.0" spec_tiny=""
     if tinyprofile "$tiny"; then
-      local prof=out/device/bench/profiles/$tiny.json
-      build/device/bin/kt-gguf profile-synth "$tmp/$m.gguf" --routing "profile:$prof" -o "$tmp/$m-tiny.json"
-      bplan $m hybrid-tiny $rules
-      bplan $m hot25-tiny $rules --gpu-mem $mem --profile "$tmp/$m-tiny.json" --cpu-bandwidth 90
-      for c in hybrid-tiny hot25-tiny; do args $m@$c "--routing profile:$prof"; done
+      spec_tiny="profile:out/device/bench/profiles/$tiny.json"
+      build/device/bin/kt-gguf profile-synth "$tmp/$m.gguf" --routing "$spec_tiny" -o "$tmp/$m-tiny.json"
+      routings="zipf tiny"
     fi
+    # Per routing r (Zipf(1.0), the tiny model's profile): the plan without a
+    # profile, hot experts placed from r's expected counts in GPU memory that
+    # leaves 25%, 50%, 100% of the routed experts' bytes room beyond the hybrid
+    # plan's weights, and deferral K = 1, 2; each measured under r.
+    for r in $routings; do
+      local spec; spec=$([ "$r" = zipf ] && echo "$spec_zipf" || echo "$spec_tiny")
+      bplan $m hybrid-$r $rules
+      for pct in 25 50 100; do
+        mem=$(( (70 << 30) - budget + gpu_w + experts * pct / 100 + (16 << 20) ))
+        bplan $m hot$pct-$r $rules --gpu-mem $mem --profile "$tmp/$m-$r.json" --cpu-bandwidth 90
+      done
+      bplan $m defer1-$r $rules --defer-experts 1
+      bplan $m defer2-$r $rules --defer-experts 2
+      mem25=$(( (70 << 30) - budget + gpu_w + experts / 4 + (16 << 20) ))
+      bplan $m hot25-defer1-$r $rules --gpu-mem $mem25 --profile "$tmp/$m-$r.json" --cpu-bandwidth 90 --defer-experts 1
+      for c in hybrid hot25 hot50 hot100 defer1 defer2 hot25-defer1; do args "$m@$c-$r" "--routing $spec"; done
+    done
     echo "$m: experts $((experts >> 20)) MiB, hybrid GPU weights $((gpu_w >> 20)) MiB"
   }
   hotplans v2lite rules/deepseek-v2-lite-hybrid.yaml tiny-dsv2lite-Q4_K_M
