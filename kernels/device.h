@@ -13,6 +13,8 @@
 #include <string>
 #include <string_view>
 
+#include "kernels/kernel.h"
+
 namespace kt::kern {
 
 class DeviceApi {
@@ -42,11 +44,31 @@ class DeviceApi {
   // (also between devices). Synchronous (queue null): returns when done.
   virtual bool copy(void* dst, const void* src, uint64_t bytes, void* queue, std::string* error) = 0;
 
-  // A point in a queue the host can wait for.
+  // A point in a queue the host can wait for (recorded inside recorded work
+  // while the queue is being recorded: it fires at that point of each replay).
   virtual void* record_event(void* queue, std::string* error) = 0;
   virtual bool event_done(void* event) = 0;  // without blocking
   virtual bool wait_event(void* event, std::string* error) = 0;
   virtual void release_event(void* event) = 0;
+
+  // Recorded work (CUDA graphs): what a run of calls issues on a queue is
+  // recorded once and replayed for later steps, one launch instead of one per
+  // kernel. Replays reuse every pointer and launch shape of the recording, so
+  // the runtime keys recordings on what those depend on: the step's shape,
+  // Kernel::graph_key(), and prepare_step()'s token.
+  //
+  // prepare_step puts the step's indices on the device (what kernels read
+  // positions, slots and tokens from) outside any recording, and returns a
+  // token that changes whenever the device memory kernels read them, or their
+  // scratch, from moves (0 and *error on failure). begin_capture returns false
+  // (and *error) where recording is off or impossible (KT_CUDA_SYNC=1);
+  // end_capture returns the replayable work, or null and *error when something
+  // recorded cannot be replayed (the queue is then usable again).
+  virtual uint64_t prepare_step(void* queue, const Step& step, std::string* error) = 0;
+  virtual bool begin_capture(void* queue, std::string* error) = 0;
+  virtual void* end_capture(void* queue, std::string* error) = 0;
+  virtual bool launch_graph(void* graph, void* queue, std::string* error) = 0;
+  virtual void release_graph(void* graph) = 0;
 };
 
 // The API of a device kind ("cuda"), or null when this build has none.

@@ -217,6 +217,20 @@ class Kernel {
   // the runtime first lets that GPU's queue finish.
   enum class Transfer { None, Upload, Download, Peer };
   virtual Transfer transfer() const { return Transfer::None; }
+  // GPU calls: whether what run(a) issues on the queue may be recorded and
+  // replayed for a later step with the same row counts and graph_key() (no
+  // host reads or waits, nothing taken from the step on the host but
+  // graph_key()'s inputs; DeviceApi's recorded work). graph_key(a): the launch
+  // shapes run(a) derives from the step's positions (attention's split of the
+  // cache), 0 when none.
+  virtual bool capturable(const CallArgs& a) const {
+    (void)a;
+    return false;
+  }
+  virtual uint64_t graph_key(const CallArgs& a) const {
+    (void)a;
+    return 0;
+  }
 };
 
 // Binds a call: returns the kernel object, or sets *error to one line (without

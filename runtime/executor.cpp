@@ -60,11 +60,35 @@ struct BoundCall {
   kern::Kernel::Transfer transfer = kern::Kernel::Transfer::None;
 };
 
+// A copy between host and GPU memory: CPU calls wait for its event.
+bool is_host_copy(const BoundCall& c) {
+  return c.transfer == kern::Kernel::Transfer::Upload || c.transfer == kern::Kernel::Transfer::Download;
+}
+
+// Work recorded from a run of a phase's GPU calls (DeviceApi graphs), replayed
+// while the run's key is unchanged: [first call, end, tokens, outputs, the
+// device's prepare_step token, each call's graph_key].
+struct Recording {
+  std::vector<uint64_t> key;
+  void* graph = nullptr;
+  kern::DeviceApi* api = nullptr;
+  uint64_t last_used = 0;
+  // The events recorded inside it after each copy (call index, event): the
+  // host waits for a copy, not for the whole recording.
+  std::vector<std::pair<size_t, void*>> copy_events;
+
+  void release() {
+    for (auto& [k, ev] : copy_events) api->release_event(ev);
+    api->release_graph(graph);
+  }
+};
+
 struct BoundPhase {
   std::string name;
   int64_t max_tokens = 0;
   int logits = -1;
   std::vector<BoundCall> calls;
+  std::vector<Recording> recordings;
 };
 
 std::string device_name(const plan::Device& d) {
@@ -133,13 +157,17 @@ struct PendingCopy {
   bool writes;  // a download (host bytes written) rather than an upload (read)
   kern::DeviceApi* api;
   void* event;
+  bool owned = true;  // false: a recording's event, released with it
 };
 
 struct Executor::Impl {
   Impl(PlanFile p, GgufFile g, ExecOptions o) : plan(std::move(p)), gguf(std::move(g)), options(o) {}
   ~Impl() {
     std::string e;
-    for (PendingCopy& c : pending) c.api->release_event(c.event);
+    for (PendingCopy& c : pending)
+      if (c.owned) c.api->release_event(c.event);
+    for (BoundPhase& ph : phases)
+      for (Recording& r : ph.recordings) r.release();
   }
   PlanFile plan;
   GgufFile gguf;
@@ -180,6 +208,24 @@ struct Executor::Impl {
   // Waits for the copies still touching host bytes a CPU call reads or writes.
   Status settle_host(const BoundCall& c, bool all);
   uint64_t buffer_bytes(int b) const;
+
+  // One call's arguments for this step (its activation views refreshed).
+  kern::CallArgs args_for(BoundCall& c, const kern::Step& step);
+  Status run_call(BoundPhase& ph, BoundCall& c, const kern::Step& step);
+  // A copy's event (recorded now, or inside a recording) for CPU calls to wait on.
+  Status after_transfer(const BoundCall& c, DeviceState& dev, void* recorded = nullptr);
+  void account(const std::string& row, std::chrono::steady_clock::time_point t0);
+  // Decode's GPU calls run as recorded work: the end of the run of calls
+  // from `i` that can be recorded together (i + 1 when none can), and the run
+  // [i, j) recorded or replayed.
+  size_t recordable_end(BoundPhase& ph, size_t i, const kern::Step& step);
+  Status run_recorded(BoundPhase& ph, size_t i, size_t j, const kern::Step& step);
+  bool recording_off = false;
+  uint64_t recorded_steps = 0;
+  size_t recordings_made = 0;
+  bool any_gpu() const {
+    return std::any_of(devices.begin(), devices.end(), [](const auto& d) { return d->api != nullptr; });
+  }
 };
 
 void Executor::Impl::populate_cpu_weights() {
@@ -429,7 +475,7 @@ Status Executor::Impl::settle_host(const BoundCall& c, bool all) {
     PendingCopy& p = pending[i];
     if (p.api->event_done(p.event) || touches(p)) {
       const bool ok = p.api->wait_event(p.event, &e);
-      p.api->release_event(p.event);
+      if (p.owned) p.api->release_event(p.event);
       pending[i] = pending.back();
       pending.pop_back();
       if (!ok) return err(plan.path(), ": ", e);
@@ -437,6 +483,139 @@ Status Executor::Impl::settle_host(const BoundCall& c, bool all) {
     }
     ++i;
   }
+  return ok_status();
+}
+
+kern::CallArgs Executor::Impl::args_for(BoundCall& c, const kern::Step& step) {
+  for (size_t k = 0; k < c.in.size(); ++k) c.in_acts[k] = buffers[size_t(c.in[k])];
+  for (size_t k = 0; k < c.out.size(); ++k) c.out_acts[k] = buffers[size_t(c.out[k])];
+  kern::CallArgs a;
+  a.in = c.in_acts;
+  a.out = c.out_acts;
+  a.weights = c.weights;
+  a.kv = c.kv >= 0 ? &kvs[size_t(c.kv)] : nullptr;
+  a.step = &step;
+  a.par = pool.get();
+  a.routing = routing;
+  a.layer = c.layer;
+  a.queue = devices[size_t(c.device)]->queue;
+  return a;
+}
+
+void Executor::Impl::account(const std::string& row, std::chrono::steady_clock::time_point t0) {
+  KernelTime& kt = profile[row];
+  kt.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ++kt.calls;
+}
+
+Status Executor::Impl::after_transfer(const BoundCall& c, DeviceState& dev, void* recorded) {
+  if (!is_host_copy(c)) return ok_status();
+  const bool down = c.transfer == kern::Kernel::Transfer::Download;
+  const int b = down ? c.out[0] : c.in[0];
+  std::string e;
+  void* ev = recorded ? recorded : dev.api->record_event(dev.queue, &e);
+  if (!ev) return err(plan.path(), ": ", e);
+  const auto* lo = static_cast<const uint8_t*>(buffers[size_t(b)].data);
+  pending.push_back(PendingCopy{lo, lo + buffer_bytes(b), down, dev.api, ev, recorded == nullptr});
+  return ok_status();
+}
+
+Status Executor::Impl::run_call(BoundPhase& ph, BoundCall& c, const kern::Step& step) {
+  DeviceState& dev = *devices[size_t(c.device)];
+  if (!dev.api) {
+    // The host's wait for the GPU's copies shows as its own row: in a hybrid
+    // plan it is the GPU's share of the round trip.
+    const auto t0 = std::chrono::steady_clock::now();
+    KT_TRY(settle_host(c, false));
+    if (profiling) account(ph.name + " (host waits for GPU copies)", t0);
+  }
+  if (c.transfer == kern::Kernel::Transfer::Peer)  // the source GPU's work first
+    for (int b : c.in) {
+      DeviceState& src = *devices[size_t(buffer_device[size_t(b)])];
+      std::string e;
+      if (src.api && src.queue != dev.queue && !src.api->sync(src.queue, &e)) return err(plan.path(), ": ", e);
+    }
+  const kern::CallArgs a = args_for(c, step);
+  const auto t0 = std::chrono::steady_clock::now();
+  c.kernel->run(a);
+  if (profiling) account(ph.name + " " + std::string(c.name) + " (" + std::string(c.kernel->impl()) + ")", t0);
+  return after_transfer(c, dev);
+}
+
+size_t Executor::Impl::recordable_end(BoundPhase& ph, size_t i, const kern::Step& step) {
+  const int device = ph.calls[i].device;
+  if (!devices[size_t(device)]->api) return i + 1;
+  size_t j = i;
+  while (j < ph.calls.size()) {
+    BoundCall& c = ph.calls[j];
+    if (c.device != device || !c.kernel->capturable(args_for(c, step))) break;
+    ++j;
+  }
+  return std::max(j, i + 1);
+}
+
+Status Executor::Impl::run_recorded(BoundPhase& ph, size_t i, size_t j, const kern::Step& step) {
+  DeviceState& dev = *devices[size_t(ph.calls[i].device)];
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string e;
+  const uint64_t token = dev.api->prepare_step(dev.queue, step, &e);
+  if (!token) return err(plan.path(), ": ", e);
+  std::vector<uint64_t> key = {i, j, uint64_t(step.n_tokens), uint64_t(step.n_outputs), token};
+  for (size_t k = i; k < j; ++k) key.push_back(ph.calls[k].kernel->graph_key(args_for(ph.calls[k], step)));
+  Recording* rec = nullptr;
+  size_t same_start = 0;
+  for (Recording& r : ph.recordings) {
+    if (r.key == key) rec = &r;
+    if (r.key[0] == i) ++same_start;
+  }
+  if (!rec) {
+    // Positions moved attention to another split, or a new batch shape: record
+    // anew. A few recordings per run stay (batch sizes a server alternates).
+    constexpr size_t kKeep = 8;
+    if (same_start >= kKeep) {
+      auto lru = ph.recordings.end();
+      for (auto it = ph.recordings.begin(); it != ph.recordings.end(); ++it)
+        if (it->key[0] == i && (lru == ph.recordings.end() || it->last_used < lru->last_used)) lru = it;
+      lru->release();
+      ph.recordings.erase(lru);
+    }
+    if (!dev.api->begin_capture(dev.queue, &e)) {
+      recording_off = true;  // off for this executor: the calls run one by one
+      for (size_t k = i; k < j; ++k) KT_TRY(run_call(ph, ph.calls[k], step));
+      return ok_status();
+    }
+    std::vector<std::pair<size_t, void*>> events;
+    bool events_ok = true;
+    for (size_t k = i; k < j; ++k) {
+      ph.calls[k].kernel->run(args_for(ph.calls[k], step));
+      // Inside the recording, so CPU calls wait for the copy alone, not for
+      // the GPU work recorded after it (the shared experts beside the CPU's).
+      if (is_host_copy(ph.calls[k])) {
+        void* ev = dev.api->record_event(dev.queue, &e);
+        events_ok = events_ok && ev;
+        if (ev) events.emplace_back(k, ev);
+      }
+    }
+    void* graph = dev.api->end_capture(dev.queue, &e);
+    if (!graph || !events_ok) {
+      for (auto& [k, ev] : events) dev.api->release_event(ev);
+      if (graph) dev.api->release_graph(graph);
+      // Recorded, not run: run the calls one by one, and from now on.
+      std::fprintf(stderr, "kt: %s: cuda graphs off: %s\n", plan.path().c_str(), e.c_str());
+      recording_off = true;
+      for (size_t k = i; k < j; ++k) KT_TRY(run_call(ph, ph.calls[k], step));
+      return ok_status();
+    }
+    ph.recordings.push_back(Recording{std::move(key), graph, dev.api, 0, std::move(events)});
+    ++recordings_made;
+    rec = &ph.recordings.back();
+    if (profiling) account(ph.name + " (recording cuda graphs)", t0);
+  }
+  rec->last_used = recorded_steps;
+  const auto t1 = std::chrono::steady_clock::now();
+  if (!dev.api->launch_graph(rec->graph, dev.queue, &e)) return err(plan.path(), ": ", e);
+  if (profiling) account(ph.name + " (cuda graph launches)", t1);
+  for (auto& [k, ev] : rec->copy_events) KT_TRY(after_transfer(ph.calls[k], dev, ev));
   return ok_status();
 }
 
@@ -591,6 +770,8 @@ int64_t Executor::max_tokens(PhaseKind phase) const {
 }
 void Executor::set_routing_hook(kern::RoutingHook* hook) { p_->routing = hook; }
 void Executor::set_profiling(bool on) { p_->profiling = on; }
+void Executor::set_cuda_graphs(bool on) { p_->options.cuda_graphs = on; }
+size_t Executor::cuda_graphs() const { return p_->recordings_made; }
 
 std::string Executor::profile_report() const {
   std::vector<std::pair<std::string, Impl::KernelTime>> rows(p_->profile.begin(), p_->profile.end());
@@ -635,52 +816,26 @@ Result<std::span<const float>> Executor::forward(const Batch& batch, PhaseKind p
   step.outputs = batch.outputs.data();
   for (size_t b = 0; b < p.buffers.size(); ++b) p.buffers[b].rows = p.row_kinds[b] == plan::RowKind::OUTPUTS ? n_out : n;
 
-  for (BoundCall& c : ph.calls) {
-    for (size_t k = 0; k < c.in.size(); ++k) c.in_acts[k] = p.buffers[size_t(c.in[k])];
-    for (size_t k = 0; k < c.out.size(); ++k) c.out_acts[k] = p.buffers[size_t(c.out[k])];
-    DeviceState& dev = *p.devices[size_t(c.device)];
-    if (!dev.api) KT_TRY(p.settle_host(c, false));
-    if (c.transfer == kern::Kernel::Transfer::Peer)  // the source GPU's work first
-      for (int b : c.in) {
-        DeviceState& src = *p.devices[size_t(p.buffer_device[size_t(b)])];
-        std::string e;
-        if (src.api && src.queue != dev.queue && !src.api->sync(src.queue, &e)) return err(p.plan.path(), ": ", e);
-      }
-    kern::CallArgs a;
-    a.in = c.in_acts;
-    a.out = c.out_acts;
-    a.weights = c.weights;
-    a.kv = c.kv >= 0 ? &p.kvs[size_t(c.kv)] : nullptr;
-    a.step = &step;
-    a.par = p.pool.get();
-    a.routing = p.routing;
-    a.layer = c.layer;
-    a.queue = dev.queue;
-    if (p.profiling) {
-      const auto t0 = std::chrono::steady_clock::now();
-      c.kernel->run(a);
-      auto& kt = p.profile[ph.name + " " + std::string(c.name) + " (" + std::string(c.kernel->impl()) + ")"];
-      kt.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      ++kt.calls;
+  ++p.recorded_steps;
+  const bool record = p.options.cuda_graphs && !p.recording_off && p.decode != p.prefill &&
+                      &ph == &p.phases[size_t(p.decode)] && p.any_gpu();
+  for (size_t i = 0; i < ph.calls.size();) {
+    const size_t j = record ? p.recordable_end(ph, i, step) : i + 1;
+    if (j > i + 1) {
+      KT_TRY(p.run_recorded(ph, i, j, step));
     } else {
-      c.kernel->run(a);
+      KT_TRY(p.run_call(ph, ph.calls[i], step));
     }
-    if (c.transfer == kern::Kernel::Transfer::Upload || c.transfer == kern::Kernel::Transfer::Download) {
-      const bool down = c.transfer == kern::Kernel::Transfer::Download;
-      const int b = down ? c.out[0] : c.in[0];
-      std::string e;
-      void* ev = dev.api->record_event(dev.queue, &e);
-      if (!ev) return err(p.plan.path(), ": ", e);
-      const auto* lo = static_cast<const uint8_t*>(p.buffers[size_t(b)].data);
-      p.pending.push_back(PendingCopy{lo, lo + p.buffer_bytes(b), down, dev.api, ev});
-    }
+    i = j;
   }
   // The logits (and every copy) are complete before the host reads them.
+  const auto t_end = std::chrono::steady_clock::now();
   for (auto& d : p.devices) {
     std::string e;
     if (d->api && !d->api->sync(d->queue, &e)) return err(p.plan.path(), ": ", e);
   }
   KT_TRY(p.settle_host(BoundCall{}, true));
+  if (p.profiling && p.any_gpu()) p.account(ph.name + " (host waits for the step's end)", t_end);
   for (int64_t i = 0; i < n; ++i) p.filled[size_t(batch.slot[size_t(i)])] = batch.pos[size_t(i)] + 1;
   const kern::Act& logits = p.buffers[size_t(ph.logits)];
   return std::span<const float>(logits.f32(), size_t(n_out * logits.cols));

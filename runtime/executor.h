@@ -29,6 +29,10 @@ struct ExecOptions {
   int n_slots = 1;      // sequences whose KV caches are held at once
   kern::Impl impl = kern::Impl::Fast;
   kern::Rounding rounding = kern::Rounding::GgmlCpu;
+  // Decode's GPU work recorded once as CUDA graphs and replayed (one launch per
+  // run of GPU calls between the host's waits). Off: every kernel launched on
+  // its own, as prefill always is. KT_CUDA_GRAPHS=0 also turns it off.
+  bool cuda_graphs = true;
 };
 
 // One step's tokens. pos[i] is token i's position in the sequence held in KV
@@ -70,8 +74,14 @@ class Executor {
   void set_routing_hook(kern::RoutingHook* hook);
 
   // Per-kernel wall time of every call from now on (GPU calls: the time to
-  // issue them; their work overlaps). profile_report(): a table, slowest first.
+  // issue them; their work overlaps), and with a GPU the host's waits for it
+  // (before CPU calls that read its copies, at the step's end): rows
+  // "(host waits ...)". profile_report(): a table, slowest first.
   void set_profiling(bool on);
+  // ExecOptions::cuda_graphs after load (benchmarks compare both);
+  // cuda_graphs(): recordings made so far (kept or since replaced).
+  void set_cuda_graphs(bool on);
+  size_t cuda_graphs() const;
   std::string profile_report() const;
 
   struct Impl;

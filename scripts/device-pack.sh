@@ -107,6 +107,7 @@ if [ "${KT_PACK_BENCH:-1}" = 1 ] && [ -x "$compile" ]; then
   synth v2lite --like deepseek-v2-lite --mla-split
   bplan v2lite cpu --gpu-mem 0
   bplan v2lite hybrid rules/deepseek-v2-lite-hybrid.yaml
+  bplan v2lite all-gpu rules/all-gpu.yaml
   # Issue 13: hot experts and deferral (hotplans below). KT_PACK_HOT=0 skips them.
   # Each plan may carry NAME.args: kt-bench e2e arguments device-run.sh adds
   # (the routing its figures are measured under).
@@ -163,6 +164,7 @@ if [ "${KT_PACK_BENCH:-1}" = 1 ] && [ -x "$compile" ]; then
   hotplans v2lite rules/deepseek-v2-lite-hybrid.yaml tiny-dsv2lite-Q4_K_M
   synth v3-5l --like deepseek-v3 --layers 5 --vocab-size 102400 --mla-split
   bplan v3-5l hybrid rules/deepseek-v3-hybrid.yaml
+  bplan v3-5l all-gpu rules/all-gpu.yaml
   hotplans v3-5l rules/deepseek-v3-hybrid.yaml tiny-dsv3-Q4_K_M
   rm -f out/device/bench/models/*.gguf
   echo "compiled $(ls out/device/bench/plans/*.ktp | wc -l) benchmark plans"

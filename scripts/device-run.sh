@@ -72,7 +72,7 @@ if [ "${KT_BENCH:-1}" = 1 ] && [ -d out/device/bench/plans ]; then
     [ -f "${p%.ktp}.args" ] && extra=$(cat "${p%.ktp}.args")
     [ -n "$extra" ] && echo "   ($extra)" | tee -a out/device/e2e.txt
     timeout 240 $bin/kt-bench e2e "$p" ${KT_BENCH_ARGS:---prompt 512 --gen 64} $extra > "$full" 2>&1
-    grep -A3 '^routing' "$full" | tee -a out/device/e2e.txt
+    grep -A4 '^routing' "$full" | tee -a out/device/e2e.txt
     grep 'predicted' "$full" | tee -a out/device/e2e.txt
     [ -n "${OUT:-}" ] && cp "$full" "$OUT/" 2>/dev/null
   done

@@ -468,7 +468,7 @@ class CudaAttention final : public Kernel {
     const Act &q = a.in[0], &y = a.out[0];
     if (q.rows == 0) return;
     const cuda::DeviceStep st = cuda::upload_step(*a.step, a.queue);
-    cuda::AttnArgs args = base_;
+    cuda::AttnArgs args = split(a);
     args.q = q.f32();
     args.k = a.kv->k;
     args.v = a.kv->v;
@@ -476,12 +476,25 @@ class CudaAttention final : public Kernel {
     args.slot = st.slot;
     args.out = y.f32();
     args.partial = static_cast<float*>(cuda::workspace(device_));
-    cuda::plan_splits(args, q.rows, st.max_pos, cuda::sm_count(device_), partial_floats_);
     cuda::launch_attention(args, a.kv->type, false, q.rows, a.queue);
   }
   std::string_view impl() const override { return "split-k"; }
+  bool capturable(const CallArgs&) const override { return true; }
+  // The cache's split into blocks follows the step's furthest position.
+  uint64_t graph_key(const CallArgs& a) const override {
+    const cuda::AttnArgs s = split(a);
+    return uint64_t(s.n_split) << 32 | uint32_t(s.tiles_per_split);
+  }
 
  private:
+  cuda::AttnArgs split(const CallArgs& a) const {
+    int32_t max_pos = 0;
+    for (int64_t t = 0; t < a.step->n_tokens; ++t) max_pos = std::max(max_pos, a.step->pos[t]);
+    cuda::AttnArgs args = base_;
+    cuda::plan_splits(args, a.in[0].rows, max_pos, cuda::sm_count(device_), partial_floats_);
+    return args;
+  }
+
   int device_;
   cuda::AttnArgs base_;
   uint64_t partial_floats_;

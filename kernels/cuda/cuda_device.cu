@@ -4,6 +4,7 @@
 // Without a driver or a GPU, count() is 0: nothing is printed, nothing aborts.
 #include <cuda_runtime.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "kernels/cuda/cuda_context.h"
@@ -135,7 +136,13 @@ class CudaDevice final : public DeviceApi {
     if (e == cudaSuccess) e = cudaSetDevice(dev);
     cudaEvent_t ev = nullptr;
     if (e == cudaSuccess) e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
-    if (e == cudaSuccess) e = cudaEventRecord(ev, s);
+    // While the queue is being recorded, the event becomes a node of the
+    // recording that fires at this point of every replay.
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    if (e == cudaSuccess) e = cudaStreamIsCapturing(s, &capturing);
+    if (e == cudaSuccess)
+      e = capturing == cudaStreamCaptureStatusActive ? cudaEventRecordWithFlags(ev, s, cudaEventRecordExternal)
+                                                     : cudaEventRecord(ev, s);
     if (e != cudaSuccess) {
       if (ev) cudaEventDestroy(ev);
       fail(error, "cudaEventRecord", e);
@@ -158,6 +165,61 @@ class CudaDevice final : public DeviceApi {
 
   void release_event(void* event) override {
     if (event) cudaEventDestroy(static_cast<cudaEvent_t>(event));
+  }
+
+  uint64_t prepare_step(void* queue, const Step& step, std::string* error) override {
+    int dev = 0;
+    cudaError_t e = cudaStreamGetDevice(static_cast<cudaStream_t>(queue), &dev);
+    if (e != cudaSuccess) {
+      fail(error, "cudaStreamGetDevice", e);
+      return 0;
+    }
+    cuda::use_device(dev);
+    const cuda::DeviceStep st = cuda::upload_step(step, queue);
+    // Replays read the indices and the scratch where the recording found them.
+    const auto a = reinterpret_cast<uintptr_t>(st.tokens), w = reinterpret_cast<uintptr_t>(cuda::workspace(dev));
+    return uint64_t(a) * 0x9E3779B97F4A7C15ull ^ (uint64_t(w) + cuda::workspace_bytes(dev)) ^ 1;
+  }
+
+  bool begin_capture(void* queue, std::string* error) override {
+    static const bool off = [] {
+      const char* sync = std::getenv("KT_CUDA_SYNC");  // waits inside run(): not recordable
+      const char* graphs = std::getenv("KT_CUDA_GRAPHS");
+      return (sync && *sync && *sync != '0') || (graphs && *graphs == '0');
+    }();
+    if (off) {
+      if (error) *error = "recording is off (KT_CUDA_SYNC=1 or KT_CUDA_GRAPHS=0)";
+      return false;
+    }
+    const cudaError_t e = cudaStreamBeginCapture(static_cast<cudaStream_t>(queue), cudaStreamCaptureModeThreadLocal);
+    return e == cudaSuccess || fail(error, "cudaStreamBeginCapture", e);
+  }
+
+  void* end_capture(void* queue, std::string* error) override {
+    cudaGraph_t graph = nullptr;
+    cudaError_t e = cudaStreamEndCapture(static_cast<cudaStream_t>(queue), &graph);
+    if (e != cudaSuccess) {
+      if (graph) cudaGraphDestroy(graph);
+      fail(error, "cudaStreamEndCapture", e);
+      return nullptr;
+    }
+    cudaGraphExec_t exec = nullptr;
+    e = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    if (e != cudaSuccess) {
+      fail(error, "cudaGraphInstantiate", e);
+      return nullptr;
+    }
+    return exec;
+  }
+
+  bool launch_graph(void* graph, void* queue, std::string* error) override {
+    const cudaError_t e = cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph), static_cast<cudaStream_t>(queue));
+    return e == cudaSuccess || fail(error, "cudaGraphLaunch", e);
+  }
+
+  void release_graph(void* graph) override {
+    if (graph) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(graph));
   }
 };
 

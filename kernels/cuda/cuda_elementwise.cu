@@ -80,6 +80,7 @@ using cuda::blocks_for;
 
 class Embed final : public Kernel {
  public:
+  bool capturable(const CallArgs&) const override { return true; }
   explicit Embed(int device) : device_(device) {}
   void run(const CallArgs& a) override {
     cuda::use_device(device_);
@@ -101,6 +102,7 @@ class Embed final : public Kernel {
 
 class RmsNorm final : public Kernel {
  public:
+  bool capturable(const CallArgs&) const override { return true; }
   RmsNorm(int device, int64_t group, float eps) : device_(device), group_(group), eps_(eps) {}
   void run(const CallArgs& a) override {
     cuda::use_device(device_);
@@ -122,6 +124,7 @@ class RmsNorm final : public Kernel {
 // add, silu_mul, sigmoid_gate_add: one thread per value.
 class Elementwise final : public Kernel {
  public:
+  bool capturable(const CallArgs&) const override { return true; }
   enum class Op { Add, SiluMul, SigmoidGateAdd };
   Elementwise(int device, Op op) : device_(device), op_(op) {}
   void run(const CallArgs& a) override {
@@ -153,6 +156,7 @@ class Elementwise final : public Kernel {
 
 class SelectRows final : public Kernel {
  public:
+  bool capturable(const CallArgs&) const override { return true; }
   explicit SelectRows(int device) : device_(device) {}
   void run(const CallArgs& a) override {
     cuda::use_device(device_);
@@ -173,6 +177,8 @@ class SelectRows final : public Kernel {
 // pointers say which way).
 class Copy final : public Kernel {
  public:
+  // Peer copies wait for the source GPU's queue first: not recorded.
+  bool capturable(const CallArgs&) const override { return kind_ != Transfer::Peer; }
   Copy(int device, Transfer kind) : device_(device), kind_(kind) {}
   void run(const CallArgs& a) override {
     cuda::use_device(device_);

@@ -577,6 +577,7 @@ namespace {
 
 class CudaMatmul final : public Kernel {
  public:
+  bool capturable(const CallArgs&) const override { return true; }
   CudaMatmul(cuda::MatmulOp op, int device, bool bias) : op_(op), device_(device), bias_(bias) {}
   void run(const CallArgs& a) override {
     cuda::use_device(device_);

@@ -159,14 +159,7 @@ class CudaMla final : public Kernel {
       at.slot = st.slot + t0;
       at.out = olat;
       at.partial = partial;
-      int max_pos = 0;
-      for (int64_t t = t0; t < t0 + nt; ++t) max_pos = std::max(max_pos, a.step->pos[t]);
-      // Few tokens (decode): fewer heads a block, so blocks x splits of at least
-      // two tiles still fill the GPU twice.
-      const int sms = cuda::sm_count(s_.device);
-      const int64_t tiles = std::max<int64_t>(1, (max_pos + 1 + 31) / 32 / 2);
-      while (at.gh > 4 && nt * cuda::ceil_div(m.H, at.gh) * tiles < 2 * sms) at.gh /= 2;
-      cuda::plan_splits(at, nt, max_pos, sms, s_.partial_floats);
+      split(at, a, t0, nt);
       cuda::launch_attention(at, a.kv->type, true, nt, a.queue);
 
       cuda::with_type(s_.v_type, [&](auto tc) {
@@ -181,8 +174,31 @@ class CudaMla final : public Kernel {
     }
   }
   std::string_view impl() const override { return "absorbed split-k"; }
+  bool capturable(const CallArgs&) const override { return true; }
+  // The cache's split into blocks follows the step's furthest position.
+  uint64_t graph_key(const CallArgs& a) const override {
+    uint64_t key = 0;
+    for (int64_t t0 = 0; t0 < a.in[0].rows; t0 += s_.chunk_tokens) {
+      cuda::AttnArgs at = s_.attn;
+      split(at, a, t0, std::min(s_.chunk_tokens, a.in[0].rows - t0));
+      key = key * 0x100000001B3ull ^ (uint64_t(at.gh) << 48 | uint64_t(at.n_split) << 24 | uint32_t(at.tiles_per_split));
+    }
+    return key;
+  }
 
  private:
+  // Tokens [t0, t0 + nt)'s heads per block and split of the cache.
+  void split(cuda::AttnArgs& at, const CallArgs& a, int64_t t0, int64_t nt) const {
+    int max_pos = 0;
+    for (int64_t t = t0; t < t0 + nt; ++t) max_pos = std::max(max_pos, a.step->pos[t]);
+    // Few tokens (decode): fewer heads a block, so blocks x splits of at least
+    // two tiles still fill the GPU twice.
+    const int sms = cuda::sm_count(s_.device);
+    const int64_t tiles = std::max<int64_t>(1, (max_pos + 1 + 31) / 32 / 2);
+    while (at.gh > 4 && nt * cuda::ceil_div(s_.m.H, at.gh) * tiles < 2 * sms) at.gh /= 2;
+    cuda::plan_splits(at, nt, max_pos, sms, s_.partial_floats);
+  }
+
   Setup s_;
 };
 

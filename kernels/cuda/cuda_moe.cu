@@ -211,6 +211,8 @@ namespace ref = cpu::ref;
 
 class CudaMoeGate final : public Kernel {
  public:
+  // A routing hook routes on the host, waiting for the logits: not recorded.
+  bool capturable(const CallArgs& a) const override { return a.routing == nullptr; }
   CudaMoeGate(int device, cuda::MatmulOp op, cuda::RouteArgs r, ref::MoeRouting host_r, bool bias)
       : device_(device), op_(op), r_(r), host_r_(host_r), bias_(bias) {}
 
@@ -275,6 +277,7 @@ class CudaMoeGate final : public Kernel {
 
 class CudaMoeExperts final : public Kernel {
  public:
+  bool capturable(const CallArgs&) const override { return true; }
   struct Setup {
     int device;
     cuda::MatmulOp gate, up, down;

@@ -137,6 +137,7 @@ namespace {
 
 class Rope final : public Kernel {
  public:
+  bool capturable(const CallArgs&) const override { return true; }
   Rope(int device, cuda::RopeArgs r, int64_t n_heads, int64_t head_dim, int64_t offset)
       : device_(device), r_(r), n_heads_(n_heads), head_dim_(head_dim), offset_(offset) {}
   void run(const CallArgs& a) override {
@@ -160,6 +161,7 @@ class Rope final : public Kernel {
 
 class KvStore final : public Kernel {
  public:
+  bool capturable(const CallArgs&) const override { return true; }
   explicit KvStore(int device) : device_(device) {}
   void run(const CallArgs& a) override {
     cuda::use_device(device_);
@@ -182,6 +184,7 @@ class KvStore final : public Kernel {
 
 class MlaCacheStore final : public Kernel {
  public:
+  bool capturable(const CallArgs&) const override { return true; }
   MlaCacheStore(int device, float eps, cuda::RopeArgs r) : device_(device), eps_(eps), r_(r) {}
   void run(const CallArgs& a) override {
     cuda::use_device(device_);

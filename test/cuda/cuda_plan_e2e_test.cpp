@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <utility>
@@ -87,6 +88,50 @@ TEST_P(CudaPlanVsLlamaCpp, MatchesLogits) {
                 s.argmax_same, s.rows, s.tipped);
   summary()[name] = line;
   std::printf("[ plan      ] %-40s %s (%s)\n", name.c_str(), line, s.worst_where.c_str());
+}
+
+// Decode's recorded GPU work (CUDA graphs) replays exactly what launching
+// each kernel computes, step after step: positions move on (past several
+// splits of the cache, so attention's recordings are redone), and the gates
+// are recorded too (no routing hook here).
+TEST_P(CudaPlanVsLlamaCpp, GraphsReplayExactly) {
+  KT_REQUIRE_GPU();
+  const std::string name = GetParam();
+  if (name == "none") GTEST_SKIP() << "no plans in " << plans_dir();
+  const std::string model = name.substr(0, name.find('@'));
+  if (models_dir_for(model).empty()) GTEST_SKIP() << model << ".gguf is not here";
+  auto ex = kt::Executor::load((plans_dir() / (name + ".ktp")).string());
+  ASSERT_TRUE(ex.ok()) << ex.error().message;
+  const int64_t n_vocab = (*ex)->n_vocab();
+  const int64_t n_steps = std::min<int64_t>(150, (*ex)->n_ctx() - 8);
+  auto run = [&](bool graphs) {
+    (*ex)->set_cuda_graphs(graphs);
+    kt::Sequence seq(**ex, 0);
+    std::vector<int32_t> prompt = {1, 17, 333, 4242 % int32_t(n_vocab)};
+    std::vector<float> logits;
+    auto first = seq.feed(prompt);
+    EXPECT_TRUE(first.ok()) << first.error().message;
+    for (int64_t i = 0; i < n_steps && first.ok(); ++i) {
+      const int32_t t = int32_t((i * 7919 + 11) % n_vocab);
+      auto l = seq.feed(std::span<const int32_t>(&t, 1));
+      EXPECT_TRUE(l.ok()) << l.error().message;
+      if (!l.ok()) break;
+      logits.insert(logits.end(), l->begin(), l->end());
+    }
+    return logits;
+  };
+  const std::vector<float> launched = run(false);
+  const size_t before = (*ex)->cuda_graphs();
+  const std::vector<float> replayed = run(true);
+  EXPECT_GT((*ex)->cuda_graphs(), before) << "decode recorded nothing";
+  ASSERT_EQ(launched.size(), replayed.size());
+  size_t differ = 0, first_diff = launched.size();
+  for (size_t i = 0; i < launched.size(); ++i)
+    if (std::memcmp(&launched[i], &replayed[i], sizeof(float)) != 0) {
+      ++differ;
+      first_diff = std::min(first_diff, i);
+    }
+  EXPECT_EQ(differ, 0u) << "first at decode step " << first_diff / size_t(n_vocab) << " of " << n_steps;
 }
 
 std::string case_name(const testing::TestParamInfo<std::string>& info) {

@@ -184,6 +184,8 @@ int run_e2e_bench(int argc, char** argv) {
     return 2;
   }
   const int n_threads = (*ex)->n_threads();
+  bool has_gpu = false;
+  for (const plan::Device* d : *(*ex)->plan().devices()) has_gpu |= d->kind() == plan::DeviceKind::CUDA;
   const TriadResult triad = measure_triad(uint64_t(triad_gib * double(1ull << 30)), n_threads, 5);
   const Bytes bytes = cpu_bytes(**ex);
   std::printf("cpu: %s\nplan: %s, %d threads, loaded in %.2f s; DRAM triad %.1f GB/s\n", cpu_description().c_str(),
@@ -224,6 +226,15 @@ int run_e2e_bench(int argc, char** argv) {
     std::printf("%-16s %12.1f %12.2f %14s %14s %10s %10s\n", "own, no hooks", r.prefill_tps, r.decode_tps, "-", "-", "-",
                 "-");
     j["own_no_hooks"] = {{"prefill_tps", r.prefill_tps}, {"decode_tps", r.decode_tps}};
+    if (has_gpu) {
+      // The same without CUDA graphs: every GPU kernel of decode launched on its own.
+      (*ex)->set_cuda_graphs(false);
+      const RunResult g = run_once(**ex, bytes, n_prompt, n_gen, nullptr, 42, false);
+      (*ex)->set_cuda_graphs(true);
+      std::printf("%-16s %12.1f %12.2f %14s %14s %10s %10s\n", "  without graphs", g.prefill_tps, g.decode_tps, "-", "-",
+                  "-", "-");
+      j["own_no_hooks_no_graphs"] = {{"prefill_tps", g.prefill_tps}, {"decode_tps", g.decode_tps}};
+    }
   }
   // kt-compile --profile's prediction (hot experts on the GPU, CPU-bound).
   if (const double p = plan_option_f((*ex)->plan(), "predicted_decode_tok_s"); p > 0) {

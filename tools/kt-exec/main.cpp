@@ -54,6 +54,7 @@ const char kUsage[] =
     "  --exact              reference rounding in double instead of llama.cpp's\n"
     "  --verbose            print the kernels chosen\n"
     "  --profile            time every kernel and print a table at the end\n"
+    "  --no-cuda-graphs     launch decode's GPU kernels one by one (not recorded and replayed)\n"
     "  --routing-profile-out F.json  count which experts the routers chose (prefill and\n"
     "                       decode apart) and write them at exit (kt-gguf profile-show)\n"
     "  --list-kernels       print the kernels this build has and exit\n";
@@ -66,7 +67,7 @@ int fail(const std::string& message) {
 struct Args {
   std::string plan, prompt, prompt_file, system, logits_out, chat_template, routing_profile_out;
   bool have_prompt = false, chat = false, ignore_eos = false, special = false, reference = false, exact = false,
-       verbose = false, list_kernels = false, profile = false;
+       verbose = false, list_kernels = false, profile = false, cuda_graphs = true;
   int64_t n_predict = 128;
   int threads = 0;
   int64_t ctx = 0;
@@ -164,6 +165,8 @@ std::string parse_args(int argc, char** argv, Args& a) {
       a.verbose = true;
     } else if (arg == "--profile") {
       a.profile = true;
+    } else if (arg == "--no-cuda-graphs") {
+      a.cuda_graphs = false;
     } else if (arg == "--list-kernels") {
       a.list_kernels = true;
     } else if (!arg.empty() && arg[0] == '-') {
@@ -360,6 +363,7 @@ int main(int argc, char** argv) {
   opts.n_ctx = a.ctx;
   opts.impl = a.reference ? kt::kern::Impl::Reference : kt::kern::Impl::Fast;
   opts.rounding = a.exact ? kt::kern::Rounding::Exact : kt::kern::Rounding::GgmlCpu;
+  opts.cuda_graphs = a.cuda_graphs;
   auto ex = kt::Executor::load(a.plan, opts);
   if (!ex.ok()) return fail(ex.error().message);
   auto tok = kt::Tokenizer::from_gguf((*ex)->gguf());
