@@ -44,8 +44,7 @@ class DeviceApi {
   // (also between devices). Synchronous (queue null): returns when done.
   virtual bool copy(void* dst, const void* src, uint64_t bytes, void* queue, std::string* error) = 0;
 
-  // A point in a queue the host can wait for (recorded inside recorded work
-  // while the queue is being recorded: it fires at that point of each replay).
+  // A point in a queue the host can wait for.
   virtual void* record_event(void* queue, std::string* error) = 0;
   virtual bool event_done(void* event) = 0;  // without blocking
   virtual bool wait_event(void* event, std::string* error) = 0;

@@ -73,14 +73,8 @@ struct Recording {
   void* graph = nullptr;
   kern::DeviceApi* api = nullptr;
   uint64_t last_used = 0;
-  // The events recorded inside it after each copy (call index, event): the
-  // host waits for a copy, not for the whole recording.
-  std::vector<std::pair<size_t, void*>> copy_events;
 
-  void release() {
-    for (auto& [k, ev] : copy_events) api->release_event(ev);
-    api->release_graph(graph);
-  }
+  void release() { api->release_graph(graph); }
 };
 
 struct BoundPhase {
@@ -157,15 +151,13 @@ struct PendingCopy {
   bool writes;  // a download (host bytes written) rather than an upload (read)
   kern::DeviceApi* api;
   void* event;
-  bool owned = true;  // false: a recording's event, released with it
 };
 
 struct Executor::Impl {
   Impl(PlanFile p, GgufFile g, ExecOptions o) : plan(std::move(p)), gguf(std::move(g)), options(o) {}
   ~Impl() {
     std::string e;
-    for (PendingCopy& c : pending)
-      if (c.owned) c.api->release_event(c.event);
+    for (PendingCopy& c : pending) c.api->release_event(c.event);
     for (BoundPhase& ph : phases)
       for (Recording& r : ph.recordings) r.release();
   }
@@ -212,8 +204,8 @@ struct Executor::Impl {
   // One call's arguments for this step (its activation views refreshed).
   kern::CallArgs args_for(BoundCall& c, const kern::Step& step);
   Status run_call(BoundPhase& ph, BoundCall& c, const kern::Step& step);
-  // A copy's event (recorded now, or inside a recording) for CPU calls to wait on.
-  Status after_transfer(const BoundCall& c, DeviceState& dev, void* recorded = nullptr);
+  // A copy's event for CPU calls to wait on.
+  Status after_transfer(const BoundCall& c, DeviceState& dev);
   void account(const std::string& row, std::chrono::steady_clock::time_point t0);
   // Decode's GPU calls run as recorded work: the end of the run of calls
   // from `i` that can be recorded together (i + 1 when none can), and the run
@@ -475,7 +467,7 @@ Status Executor::Impl::settle_host(const BoundCall& c, bool all) {
     PendingCopy& p = pending[i];
     if (p.api->event_done(p.event) || touches(p)) {
       const bool ok = p.api->wait_event(p.event, &e);
-      if (p.owned) p.api->release_event(p.event);
+      p.api->release_event(p.event);
       pending[i] = pending.back();
       pending.pop_back();
       if (!ok) return err(plan.path(), ": ", e);
@@ -508,15 +500,15 @@ void Executor::Impl::account(const std::string& row, std::chrono::steady_clock::
   ++kt.calls;
 }
 
-Status Executor::Impl::after_transfer(const BoundCall& c, DeviceState& dev, void* recorded) {
+Status Executor::Impl::after_transfer(const BoundCall& c, DeviceState& dev) {
   if (!is_host_copy(c)) return ok_status();
   const bool down = c.transfer == kern::Kernel::Transfer::Download;
   const int b = down ? c.out[0] : c.in[0];
   std::string e;
-  void* ev = recorded ? recorded : dev.api->record_event(dev.queue, &e);
+  void* ev = dev.api->record_event(dev.queue, &e);
   if (!ev) return err(plan.path(), ": ", e);
   const auto* lo = static_cast<const uint8_t*>(buffers[size_t(b)].data);
-  pending.push_back(PendingCopy{lo, lo + buffer_bytes(b), down, dev.api, ev, recorded == nullptr});
+  pending.push_back(PendingCopy{lo, lo + buffer_bytes(b), down, dev.api, ev});
   return ok_status();
 }
 
@@ -525,9 +517,10 @@ Status Executor::Impl::run_call(BoundPhase& ph, BoundCall& c, const kern::Step& 
   if (!dev.api) {
     // The host's wait for the GPU's copies shows as its own row: in a hybrid
     // plan it is the GPU's share of the round trip.
+    const bool count = profiling && !pending.empty();
     const auto t0 = std::chrono::steady_clock::now();
     KT_TRY(settle_host(c, false));
-    if (profiling) account(ph.name + " (host waits for GPU copies)", t0);
+    if (count) account(ph.name + " (host waits for GPU copies)", t0);
   }
   if (c.transfer == kern::Kernel::Transfer::Peer)  // the source GPU's work first
     for (int b : c.in) {
@@ -550,6 +543,12 @@ size_t Executor::Impl::recordable_end(BoundPhase& ph, size_t i, const kern::Step
     BoundCall& c = ph.calls[j];
     if (c.device != device || !c.kernel->capturable(args_for(c, step))) break;
     ++j;
+    // A CPU call will wait for the downloads: the recording ends after them,
+    // so the GPU work after them (the shared experts beside the CPU's) is
+    // another recording, launched before the CPU call and not waited for.
+    if (c.transfer == kern::Kernel::Transfer::Download &&
+        (j == ph.calls.size() || ph.calls[j].transfer != kern::Kernel::Transfer::Download))
+      break;
   }
   return std::max(j, i + 1);
 }
@@ -584,29 +583,16 @@ Status Executor::Impl::run_recorded(BoundPhase& ph, size_t i, size_t j, const ke
       for (size_t k = i; k < j; ++k) KT_TRY(run_call(ph, ph.calls[k], step));
       return ok_status();
     }
-    std::vector<std::pair<size_t, void*>> events;
-    bool events_ok = true;
-    for (size_t k = i; k < j; ++k) {
-      ph.calls[k].kernel->run(args_for(ph.calls[k], step));
-      // Inside the recording, so CPU calls wait for the copy alone, not for
-      // the GPU work recorded after it (the shared experts beside the CPU's).
-      if (is_host_copy(ph.calls[k])) {
-        void* ev = dev.api->record_event(dev.queue, &e);
-        events_ok = events_ok && ev;
-        if (ev) events.emplace_back(k, ev);
-      }
-    }
+    for (size_t k = i; k < j; ++k) ph.calls[k].kernel->run(args_for(ph.calls[k], step));
     void* graph = dev.api->end_capture(dev.queue, &e);
-    if (!graph || !events_ok) {
-      for (auto& [k, ev] : events) dev.api->release_event(ev);
-      if (graph) dev.api->release_graph(graph);
+    if (!graph) {
       // Recorded, not run: run the calls one by one, and from now on.
       std::fprintf(stderr, "kt: %s: cuda graphs off: %s\n", plan.path().c_str(), e.c_str());
       recording_off = true;
       for (size_t k = i; k < j; ++k) KT_TRY(run_call(ph, ph.calls[k], step));
       return ok_status();
     }
-    ph.recordings.push_back(Recording{std::move(key), graph, dev.api, 0, std::move(events)});
+    ph.recordings.push_back(Recording{std::move(key), graph, dev.api, 0});
     ++recordings_made;
     rec = &ph.recordings.back();
     if (profiling) account(ph.name + " (recording cuda graphs)", t0);
@@ -615,7 +601,8 @@ Status Executor::Impl::run_recorded(BoundPhase& ph, size_t i, size_t j, const ke
   const auto t1 = std::chrono::steady_clock::now();
   if (!dev.api->launch_graph(rec->graph, dev.queue, &e)) return err(plan.path(), ": ", e);
   if (profiling) account(ph.name + " (cuda graph launches)", t1);
-  for (auto& [k, ev] : rec->copy_events) KT_TRY(after_transfer(ph.calls[k], dev, ev));
+  // The copies' events, after the recording: it ends with its downloads.
+  for (size_t k = i; k < j; ++k) KT_TRY(after_transfer(ph.calls[k], dev));
   return ok_status();
 }
 
@@ -821,10 +808,10 @@ Result<std::span<const float>> Executor::forward(const Batch& batch, PhaseKind p
                       &ph == &p.phases[size_t(p.decode)] && p.any_gpu();
   for (size_t i = 0; i < ph.calls.size();) {
     const size_t j = record ? p.recordable_end(ph, i, step) : i + 1;
-    if (j > i + 1) {
+    if (j - i >= size_t(std::max(2, p.options.cuda_graph_min_calls))) {
       KT_TRY(p.run_recorded(ph, i, j, step));
     } else {
-      KT_TRY(p.run_call(ph, ph.calls[i], step));
+      for (size_t k = i; k < j; ++k) KT_TRY(p.run_call(ph, ph.calls[k], step));
     }
     i = j;
   }

@@ -33,6 +33,12 @@ struct ExecOptions {
   // run of GPU calls between the host's waits). Off: every kernel launched on
   // its own, as prefill always is. KT_CUDA_GRAPHS=0 also turns it off.
   bool cuda_graphs = true;
+  // Only runs of at least this many GPU calls are recorded: a graph's launch
+  // costs more host time than it saves on a short run whose kernels outlast
+  // their launches (hybrid V2-Lite on the H100: runs of ~15 calls between
+  // CPU experts, 61.3 tok/s recorded against 63.6 launched; the all-GPU step
+  // of ~600 calls: 144.5 against 120.1).
+  int cuda_graph_min_calls = 32;
 };
 
 // One step's tokens. pos[i] is token i's position in the sequence held in KV

@@ -13,12 +13,15 @@
 # Then, with the device tool:
 #   run  command="bash scripts/device-run.sh"  carry=["out/device"]
 # Environment: KT_JOBS (build jobs), KT_PACK (regex of binaries to pack, default
-# all), KT_PACK_MODELS (space-separated model stems, "" for none).
+# all), KT_PACK_MODELS (space-separated model stems, "" for none), KT_PACK_BIN_ONLY.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cmake --preset device >/dev/null
 cmake --build --preset device -j "${KT_JOBS:-$(nproc)}"
-rm -rf out/device && mkdir -p out/device
+# KT_PACK_BIN_ONLY=1: only the binaries are packed again (plans and models of
+# an earlier pack stay), for quick rounds on kernels.
+[ "${KT_PACK_BIN_ONLY:-0}" = 1 ] || rm -rf out/device
+mkdir -p out/device
 stage=build/device-pack
 rm -rf "$stage" && mkdir -p "$stage/bin"
 # Every test binary (GPU and CPU units: the AMX paths are tested there) and tool.
@@ -33,6 +36,10 @@ done | sort -u | while read -r lib; do cp -L "$lib" "$stage/bin/"; done
 # One xz stream with a dictionary larger than all binaries together: each carries
 # the same CUDA kernels, stored once (~250 MB of binaries -> under 20 MB).
 tar -C "$stage" -cf - bin | xz -T1 -9 --lzma2=dict=192MiB > out/device/bin.tar.xz
+if [ "${KT_PACK_BIN_ONLY:-0}" = 1 ]; then
+  du -sh out/device | awk '{print "packed " $1 " in out/device (binaries only)"}'
+  exit 0
+fi
 
 # Plans for the GPU end-to-end test. A plan names its GGUF relative to itself,
 # so the models stay where the device machine will find them: test/data (part

@@ -59,9 +59,15 @@ size_t attention_smem(const AttnArgs& a, bool mla);
 // share keys (the GQA group, or all MLA heads): gh heads per block.
 int attention_heads_per_block(int dv, int need, bool divides);
 
-// Chooses a.n_split and a.tiles_per_split: enough blocks to fill the GPU
-// twice over (sms multiprocessors), whole tiles of 32 keys per split, at most
-// max_partial_floats of partials.
+// The furthest position splits are planned for: max_pos rounded up to a whole
+// 256 positions. Splits past a token's own position do nothing, and the plan
+// (the launch's shape) then stays the same for 256 decode steps, so a
+// recorded decode (CUDA graph) is recorded again only that often.
+inline int split_horizon(int max_pos) { return (max_pos / 256 + 1) * 256 - 1; }
+
+// Chooses a.n_split and a.tiles_per_split for keys up to split_horizon(max_pos):
+// enough blocks to fill the GPU twice over (sms multiprocessors), whole tiles
+// of 32 keys per split, at most max_partial_floats of partials.
 void plan_splits(AttnArgs& a, int64_t n_tokens, int max_pos, int sms, uint64_t max_partial_floats);
 // Partials (floats) plan_splits can ask for with these shapes.
 uint64_t partial_floats_bound(int n_heads, int gh, int dv, int sms);

@@ -136,13 +136,7 @@ class CudaDevice final : public DeviceApi {
     if (e == cudaSuccess) e = cudaSetDevice(dev);
     cudaEvent_t ev = nullptr;
     if (e == cudaSuccess) e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
-    // While the queue is being recorded, the event becomes a node of the
-    // recording that fires at this point of every replay.
-    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-    if (e == cudaSuccess) e = cudaStreamIsCapturing(s, &capturing);
-    if (e == cudaSuccess)
-      e = capturing == cudaStreamCaptureStatusActive ? cudaEventRecordWithFlags(ev, s, cudaEventRecordExternal)
-                                                     : cudaEventRecord(ev, s);
+    if (e == cudaSuccess) e = cudaEventRecord(ev, s);
     if (e != cudaSuccess) {
       if (ev) cudaEventDestroy(ev);
       fail(error, "cudaEventRecord", e);

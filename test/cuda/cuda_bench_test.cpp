@@ -259,8 +259,26 @@ double time_mla_attention_only(int h, int r, int dr, int ctx, cudaStream_t s) {
   while (a.gh > 4 && (h + a.gh - 1) / a.gh * tiles < 2 * sms) a.gh /= 2;
   cuda::plan_splits(a, 1, ctx - 1, sms, bound);
   const double ms = time_ms(s, [&](int) { cuda::launch_attention(a, GgmlType::F16, true, 1, s); });
+  const cuda::AttnArgs chosen = a;
+  a.round_lat = 0;  // what the 8-bit rounding of each cached latent costs
+  const double plain = time_ms(s, [&](int) { cuda::launch_attention(a, GgmlType::F16, true, 1, s); });
+  std::printf("  (MLA %d heads, context %d: %d heads a block, %d splits of %d tiles; %.1f us, %.1f us without the "
+              "latents' rounding)\n",
+              h, ctx, a.gh, a.n_split, a.tiles_per_split, ms * 1e3, plain * 1e3);
+  // Other shapes of the same work: heads a block x tiles a split.
+  const int n_tiles = (ctx + 31) / 32;
+  for (int gh : {1, 2, 4, 8})
+    for (int tps : {1, 2, 4}) {
+      cuda::AttnArgs b = chosen;
+      b.gh = gh;
+      b.tiles_per_split = tps;
+      b.n_split = (n_tiles + tps - 1) / tps;
+      if (uint64_t(h) * b.n_split * (r + 2) > bound) continue;
+      const double t = time_ms(s, [&](int) { cuda::launch_attention(b, GgmlType::F16, true, 1, s); });
+      std::printf("    gh %d, %d tiles a split (%3d splits, %4d blocks): %6.1f us\n", gh, tps, b.n_split,
+                  b.n_split * ((h + gh - 1) / gh), t * 1e3);
+    }
   cudaStreamSynchronize(s);
-  std::printf("  (MLA %d heads: %d heads a block, %d splits of %d tiles)\n", h, a.gh, a.n_split, a.tiles_per_split);
   return ms;
 }
 
@@ -269,39 +287,48 @@ TEST(CudaBench, D_DecodeAttentionAtContext4096) {
   cudaStream_t s;
   cudaStreamCreate(&s);
   SplitMix64 rng(3);
-  const int ctx = 4096;
-  table() << "\ndecode attention, 1 token at context " << ctx << ", F16 cache (us; cache bytes / time)\n";
+  table() << "\ndecode attention, 1 token, F16 cache (us; cache bytes / time)\n";
   struct M {
     const char* what;
     int h, dn, dr, dv, r;
-    GgmlType kv_b;
+    bool split;  // k_b (Q5_0: rows of 128) + v_b (Q4_K), as kt-gguf synth --mla-split writes them
   };
-  for (const M m : {M{"MLA absorbed, V2-Lite (16 heads)", 16, 128, 64, 128, 512, GgmlType::Q4_K},
-                    M{"MLA absorbed, V3 (128 heads)    ", 128, 128, 64, 128, 512, GgmlType::Q4_K}}) {
-    Call c;
-    c.op = "mla_attention_absorbed";
-    c.kv = std::make_unique<Kv>(random_kv(kern::KvView::Kind::MlaLatent, GgmlType::F16, 1, ctx, 1, m.r, m.dr, 4));
-    c.step.add_run(0, ctx - 1, 1);
-    c.in.push_back(Buf::f32(int64_t(m.h) * (m.dn + m.dr), 1, random_floats(size_t(m.h * (m.dn + m.dr)), rng)));
-    c.out.push_back(Buf::f32(int64_t(m.h) * m.dv, 1));
-    c.weights.push_back(Weight::random("kv_b", m.kv_b, m.r, int64_t(m.h) * (m.dn + m.dv), 1, 5));
-    c.param("n_heads", m.h);
-    c.param("d_nope", m.dn);
-    c.param("d_rope", m.dr);
-    c.param("d_v", m.dv);
-    c.param("kv_lora_rank", m.r);
-    c.paramf("kq_scale", 0.1);
-    const double ms = time_call(c, s);
-    const double cache = double(ctx) * (m.r + m.dr) * 2;
-    const double att = time_mla_attention_only(m.h, m.r, m.dr, ctx, s);
-    char line[300];
-    std::snprintf(line, sizeof line,
-                  "  %s %8.1f us  (attention step %.1f us: latent cache %.1f MB at %4.0f GB/s; q_abs + W_V over kv_b "
-                  "%.1f MB: %.1f us)\n",
-                  m.what, ms * 1e3, att * 1e3, cache / 1e6, cache / (att * 1e-3) / 1e9,
-                  double(c.weights[0].bytes.size()) / 1e6, (ms - att) * 1e3);
-    table() << line;
-  }
+  for (const int ctx : {512, 4096})
+    for (const M m : {M{"MLA absorbed, V2-Lite (16 heads), kv_b  ", 16, 128, 64, 128, 512, false},
+                      M{"MLA absorbed, V2-Lite (16 heads), k_b/v_b", 16, 128, 64, 128, 512, true},
+                      M{"MLA absorbed, V3 (128 heads), kv_b      ", 128, 128, 64, 128, 512, false}}) {
+      Call c;
+      c.op = "mla_attention_absorbed";
+      c.kv = std::make_unique<Kv>(random_kv(kern::KvView::Kind::MlaLatent, GgmlType::F16, 1, ctx, 1, m.r, m.dr, 4));
+      c.step.add_run(0, ctx - 1, 1);
+      c.in.push_back(Buf::f32(int64_t(m.h) * (m.dn + m.dr), 1, random_floats(size_t(m.h * (m.dn + m.dr)), rng)));
+      c.out.push_back(Buf::f32(int64_t(m.h) * m.dv, 1));
+      if (m.split) {
+        c.weights.push_back(Weight::random("k_b", GgmlType::Q5_0, m.dn, m.r, m.h, 5));
+        c.weights.push_back(Weight::random("v_b", GgmlType::Q4_K, m.r, m.dv, m.h, 6));
+      } else {
+        c.weights.push_back(Weight::random("kv_b", GgmlType::Q4_K, m.r, int64_t(m.h) * (m.dn + m.dv), 1, 5));
+      }
+      c.param("n_heads", m.h);
+      c.param("d_nope", m.dn);
+      c.param("d_rope", m.dr);
+      c.param("d_v", m.dv);
+      c.param("kv_lora_rank", m.r);
+      c.paramf("kq_scale", 0.1);
+      const double ms = time_call(c, s);
+      const double cache = double(ctx) * (m.r + m.dr) * 2;
+      const double att = time_mla_attention_only(m.h, m.r, m.dr, ctx, s);
+      size_t wbytes = 0;
+      for (const Weight& w : c.weights) wbytes += w.bytes.size();
+      char line[320];
+      std::snprintf(line, sizeof line,
+                    "  ctx %4d %s %8.1f us  (attention step %.1f us: latent cache %.1f MB at %4.0f GB/s; q_abs + W_V "
+                    "over %.1f MB: %.1f us)\n",
+                    ctx, m.what, ms * 1e3, att * 1e3, cache / 1e6, cache / (att * 1e-3) / 1e9, double(wbytes) / 1e6,
+                    (ms - att) * 1e3);
+      table() << line;
+    }
+  const int ctx = 4096;
   {
     Call c;
     c.op = "attention";
