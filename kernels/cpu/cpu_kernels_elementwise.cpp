@@ -1,6 +1,8 @@
 // Row-wise CPU kernels: embedding lookup, RMSNorm, sums and gates, output row
 // selection. Each splits its rows over the thread pool and calls the
-// reference operator per chunk (they are memory-bound and already simple).
+// reference operator per chunk (they are memory-bound and already simple);
+// silu_mul, bound by its exponentials, splits its values.
+#include <algorithm>
 #include <cstring>
 
 #include "kernels/cpu/cpu_kernels.h"
@@ -58,13 +60,19 @@ class Add final : public Kernel {
   }
 };
 
-// cpu.silu_mul — out[0] = silu(in[0]) * in[1].
+// cpu.silu_mul — out[0] = silu(in[0]) * in[1]. Split over values, not rows:
+// one decoding row of an FFN is thousands of exponentials (a single thread
+// took 43 us for a shared expert's 2816 on the device's Xeon).
 class SiluMul final : public Kernel {
  public:
   void run(const CallArgs& a) override {
     const Act &g = a.in[0], &u = a.in[1], &y = a.out[0];
-    a.par->for_range(g.rows, [&](int64_t b, int64_t e, int) {
-      ref::silu_glu(g.row(b), u.row(b), (e - b) * g.cols, y.row(b));
+    const int64_t n = g.rows * g.cols;  // rows are contiguous
+    constexpr int64_t kMinValues = 512;  // per part: the exponentials outweigh a wake-up
+    const int64_t parts = std::clamp<int64_t>(n / kMinValues, 1, a.par->n_threads());
+    a.par->for_range(parts, [&](int64_t b, int64_t e, int) {
+      const int64_t lo = n * b / parts, hi = n * e / parts;
+      ref::silu_glu(g.f32() + lo, u.f32() + lo, hi - lo, y.f32() + lo);
     });
   }
 };

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/cpu/matmul_q.h"
+#include "kernels/cpu/ops_ref.h"
 #include "kernels/kernel.h"
 #include "kernels/random_blocks.h"
 #include "kernels/registry.h"
@@ -159,13 +160,21 @@ TEST_P(FastMatmul, MatchesReferenceAndIsBatchInvariant) {
     for (int64_t o = 0; o < c.n_out; ++o) ASSERT_FALSE(std::isnan(a[o])) << "output " << r << "," << o << " unwritten";
     EXPECT_LE(rel_l2(a, b, size_t(c.n_out)), 1e-5) << "row " << r;
   }
-  // Row r computed alone gives the same bits as within the batch.
+  // Row r computed alone gives the same bits as within the batch; on a CPU
+  // with AMX a batch of kAmxMinBatch rows or more takes the tiles, which sum
+  // the same integer products but scale and add the sub-blocks' sums in
+  // another order: then equal to float rounding, not bit for bit.
+  const bool tiles = c.rows >= cpu::matmul_detail::kAmxMinBatch && cpu::matmul_q_impl(c.type) == std::string_view("amx-int8");
   for (int64_t r : {int64_t(0), c.rows - 1}) {
     const StepData one = one_sequence(1);
     auto alone = make(Impl::Fast, 1, x.data() + r * c.n_in);
     alone->run(one.step(), 1);
-    EXPECT_EQ(std::memcmp(alone->out[0].data(), fast->out[0].data() + r * c.n_out, size_t(c.n_out) * 4), 0)
-        << "row " << r << " differs when computed alone";
+    const float* batch_row = fast->out[0].data() + r * c.n_out;
+    if (tiles)
+      EXPECT_LE(rel_l2(alone->out[0].data(), batch_row, size_t(c.n_out)), 1e-6) << "row " << r << " (AMX tiles)";
+    else
+      EXPECT_EQ(std::memcmp(alone->out[0].data(), batch_row, size_t(c.n_out) * 4), 0)
+          << "row " << r << " differs when computed alone";
   }
 }
 
@@ -323,6 +332,26 @@ TEST(FastMoe, ExpertSlotsAndChoicesSplitSumsToWhole) {
   Param bad_slot = hot_slots;
   bad_slot.ints[0] = 3;  // the subset holds 3 slices: 0..2
   refused({gs.view, us.view, ds.view}, bad_slot);
+}
+
+// ---- elementwise ------------------------------------------------------------------
+
+// silu_mul splits one row's values over threads: each value computed once, as
+// the reference operator computes it, whatever the rows and the split.
+TEST(SiluMul, SplitsValuesExactly) {
+  for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{1, 10944}, {1, 2816}, {3, 1409}, {1, 100}, {5, 7}}) {
+    const std::vector<float> g = random_floats(size_t(rows * cols), 31, 6.0f), u = random_floats(size_t(rows * cols), 32);
+    Call c("cpu.silu_mul", Impl::Fast, Rounding::GgmlCpu);
+    c.add_in(GgmlType::F32, cols, rows, g);
+    c.add_in(GgmlType::F32, cols, rows, u);
+    c.add_out(GgmlType::F32, cols, rows);
+    ASSERT_TRUE(c.bind()) << c.error;
+    const StepData sd = one_sequence(rows);
+    c.run(sd.step(), rows);
+    std::vector<float> want(size_t(rows * cols));
+    cpu::ref::silu_glu(g.data(), u.data(), rows * cols, want.data());
+    EXPECT_EQ(std::memcmp(c.out[0].data(), want.data(), want.size() * sizeof(float)), 0) << rows << "x" << cols;
+  }
 }
 
 // ---- MLA, absorbed ---------------------------------------------------------------
