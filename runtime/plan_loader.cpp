@@ -1,5 +1,6 @@
 #include "runtime/plan_loader.h"
 
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 
@@ -35,6 +36,19 @@ Result<PlanFile> PlanFile::from_bytes(std::string name, std::vector<uint8_t> byt
   return p;
 }
 
+namespace {
+
+// FlatBuffers' verifier checks a vector's 4-byte length field, not that its
+// 8-byte elements (long, double) are 8-byte aligned: a crafted plan could make
+// every read of them misaligned (fuzz_plan found one). Plans kt-compile writes
+// always are aligned; the bytes are held in a vector, aligned for any scalar.
+template <class T>
+bool aligned(const flatbuffers::Vector<T>* v) {
+  return !v || reinterpret_cast<uintptr_t>(v->Data()) % alignof(T) == 0;
+}
+
+}  // namespace
+
 Status PlanFile::verify() {
   const std::string& n = path_;
   // Plans are size-prefixed, so a truncated file is caught even where the
@@ -66,6 +80,8 @@ Status PlanFile::verify() {
     if (!w->tensor()) return err(n, ": ", what, " names no tensor");
     if (!dev_ok(w->device())) return err(n, ": ", what, " ('", printable(w->tensor()->string_view()), "'): device ", w->device(), " does not exist");
     if (!find_type(w->type())) return err(n, ": ", what, " ('", printable(w->tensor()->string_view()), "'): unknown type id ", w->type());
+    if (!aligned(w->shape()) || !aligned(w->matrices()))
+      return err(n, ": ", what, ": a misaligned list of 64-bit values (a damaged plan)");
     if (!w->shape() || w->shape()->size() < 1 || w->shape()->size() > 4)
       return err(n, ": ", what, " ('", printable(w->tensor()->string_view()), "'): shape must have 1 to 4 dimensions");
     for (int64_t d : *w->shape())
@@ -133,8 +149,12 @@ Status PlanFile::verify() {
       if (call->kv() < -1 || (call->kv() >= 0 && uint32_t(call->kv()) >= n_kv))
         return err(n, ": ", what, ": KV cache index ", call->kv(), " out of range (", n_kv, " caches)");
       if (call->params())
-        for (const plan::Param* p : *call->params())
+        for (const plan::Param* p : *call->params()) {
           if (!p->key()) return err(n, ": ", what, ": a parameter has no key");
+          if (!aligned(p->ints()) || !aligned(p->floats()))
+            return err(n, ": ", what, ": parameter '", printable(p->key()->string_view()),
+                       "': a misaligned list of 64-bit values (a damaged plan)");
+        }
     }
   }
   return ok_status();

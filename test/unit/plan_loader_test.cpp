@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <random>
 
 #include "runtime/plan_loader.h"
@@ -147,6 +148,20 @@ TEST(PlanLoader, RefusesBadPlansWithOneLine) {
     EXPECT_NE(m.find(c.want), std::string::npos) << c.name << ": " << m;
     EXPECT_EQ(m.find('\n'), std::string::npos) << m;
   }
+}
+
+// fuzz_plan's finding: a plan the FlatBuffers verifier accepts whose list of
+// 64-bit values (a weight's shape) sits 4 bytes off their alignment; reading it
+// was undefined behaviour (UBSan: misaligned load). Refused in one line now.
+TEST(PlanLoader, RefusesMisalignedLongVectors) {
+  const std::string path = std::string(KT_TEST_DATA_DIR) + "/../fuzz/corpus/plan/misaligned-int64-vector";
+  std::ifstream in(path, std::ios::binary);
+  ASSERT_TRUE(in) << path;
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto p = PlanFile::from_bytes("p.ktp", std::move(bytes));
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.error().message.find("misaligned list of 64-bit values"), std::string::npos) << p.error().message;
+  EXPECT_EQ(p.error().message.find('\n'), std::string::npos);
 }
 
 TEST(PlanLoader, RefusesNonPlansAndCorruption) {
