@@ -363,7 +363,6 @@ Status Executor::Impl::bind_weights() {
 
 Status Executor::Impl::allocate() {
   const plan::Plan& pl = plan.plan();
-  const bool any_gpu = std::any_of(devices.begin(), devices.end(), [](const auto& d) { return d->api != nullptr; });
   for (uint32_t i = 0; i < pl.devices()->size(); ++i) {
     DeviceState& st = *devices[i];
     const uint64_t bytes = pl.devices()->Get(i)->arena_bytes();
@@ -381,7 +380,7 @@ Status Executor::Impl::allocate() {
     st.host_arena = std::move(*m);
     st.arena = st.host_arena.data();
     // Copies between this arena and a GPU run asynchronously only from pinned memory.
-    if (any_gpu && bytes > 0) {
+    if (any_gpu() && bytes > 0) {
       for (auto& d : devices)
         if (d->api) {
           if (!d->api->pin(st.arena, bytes, &e)) return err(plan.path(), ": pinning the host arena: ", e);
