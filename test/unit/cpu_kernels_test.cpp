@@ -354,6 +354,41 @@ TEST(SiluMul, SplitsValuesExactly) {
   }
 }
 
+// ---- MoE router --------------------------------------------------------------------
+
+// A decoding token's router product is split by blocks of experts over the
+// threads; a batch splits by tokens. Both give every token the same logits,
+// hence the same choices and weights, bit for bit.
+TEST(MoeGate, ExpertBlocksGiveWhatTokensGive) {
+  const int64_t n_embd = 256, ne = 64, nu = 6, n = 2;
+  const Tensor gate = random_weight(GgmlType::F32, {n_embd, ne}, 41, "gate");
+  const std::vector<float> x = random_floats(size_t(n * n_embd), 42);
+  auto run = [&](int64_t rows, const float* data) {
+    Call c("cpu.moe_gate", Impl::Fast, Rounding::GgmlCpu);
+    c.spec.weights = {gate.view};
+    auto ip = [](const char* k, int64_t v) {
+      Param p;
+      p.key = k;
+      p.i = v;
+      return p;
+    };
+    c.spec.params = {ip("n_used", nu), ip("gating", 1), ip("norm", 1)};
+    c.add_in(GgmlType::F32, n_embd, rows, std::vector<float>(data, data + rows * n_embd));
+    c.add_out(GgmlType::I32, nu, rows);
+    c.add_out(GgmlType::F32, nu, rows);
+    EXPECT_TRUE(c.bind()) << c.error;
+    const StepData sd = one_sequence(rows);
+    c.run(sd.step(), rows);
+    return std::make_pair(c.out[0], c.out[1]);
+  };
+  const auto batch = run(n, x.data());  // two tokens on two threads: one each
+  for (int64_t t = 0; t < n; ++t) {
+    const auto alone = run(1, x.data() + t * n_embd);  // one token: experts split in two blocks
+    EXPECT_EQ(std::memcmp(alone.first.data(), batch.first.data() + t * nu, size_t(nu) * 4), 0) << "ids, token " << t;
+    EXPECT_EQ(std::memcmp(alone.second.data(), batch.second.data() + t * nu, size_t(nu) * 4), 0) << "weights, token " << t;
+  }
+}
+
 // ---- MLA, absorbed ---------------------------------------------------------------
 
 TEST(FastMla, AbsorbedMatchesReferenceOverSeveralSequences) {
