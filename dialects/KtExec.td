@@ -62,9 +62,16 @@ def KtExec_KvCacheOp : KtExec_Op<"kv_cache"> {
 
 def KtExec_PhaseOp : KtExec_Op<"phase", [NoTerminator, SingleBlock, NoRegionArguments]> {
   let summary = "a phase (prefill or decode): buffers and calls in order";
-  let arguments = (ins StrAttr:$sym_name, I64Attr:$max_tokens, StrAttr:$logits);
+  let description = [{
+    "prefill", "decode", or a variant of prefill ("prefill.long") that runs
+    the steps of at least min_tokens tokens (runtime/plan.fbs).
+  }];
+  let arguments = (ins StrAttr:$sym_name, I64Attr:$max_tokens, StrAttr:$logits,
+                       OptionalAttr<I64Attr>:$min_tokens);
   let regions = (region SizedRegion<1>:$body);
-  let assemblyFormat = "$sym_name `max_tokens` $max_tokens `logits` $logits attr-dict-with-keyword $body";
+  let assemblyFormat = [{
+    $sym_name (`min_tokens` $min_tokens^)? `max_tokens` $max_tokens `logits` $logits attr-dict-with-keyword $body
+  }];
 }
 
 def KtExec_BufferOp : KtExec_Op<"buffer"> {

@@ -155,6 +155,10 @@ def LowerToExec : Pass<"kt-lower", "::mlir::ModuleOp"> {
            "layer's attention (KTransformers' expert deferral; changes results slightly; 0: off)">,
     Option<"deferExpertsPrefill", "defer-experts-prefill", "int64_t", /*default=*/"0",
            "the same for prefill">,
+    Option<"streamExperts", "stream-experts", "int64_t", /*default=*/"0",
+           "prefill steps of at least this many tokens compute the routed experts placed on the CPU on "
+           "the MoE block's GPU, copying their weights over (a phase prefill.long); 0: never; -1: from "
+           "the length where the copies cost less than the CPU's GEMMs (estimated from the shapes)">,
   ];
   let dependentDialects = ["::kt::ir::KtDialect", "::kt::exec::KtExecDialect"];
 }

@@ -12,6 +12,7 @@
 // Every value is a new buffer (SSA) on the device of the call that writes it;
 // a call runs on its op's device for the phase (generate_device for decode,
 // prefill_device for prefill) and its kernel is "<device kind>.<op>".
+#include <cmath>
 #include <map>
 #include <optional>
 #include <string>
@@ -61,6 +62,10 @@ class Lowering {
     std::string name;
     bool prefill = false;
     exec::PhaseOp op;
+    // "prefill.long": routed experts placed on the CPU are computed on the MoE
+    // block's GPU from host memory (cuda.moe_experts streamed=1).
+    bool streamed = false;
+    int64_t streamed_calls = 0;
   };
 
   std::string device_of(ModuleInterface m) const {
@@ -121,7 +126,43 @@ class Lowering {
   };
   std::optional<Deferred> deferred_;
   bool last_layer_ = false;
+
+  // --stream-experts auto: the prompt length from which copying a layer's
+  // experts to the GPU beats computing them on the CPU.
+  int64_t auto_stream_tokens();
 };
+
+// A long prefill step uses nearly every expert of a layer, so streaming costs
+// the layer's expert bytes over PCIe (n_expert * bytes_e / P) whatever the
+// step's length, while the CPU's cost grows with it (n * n_used * 2 * values_e
+// / C flops). They meet at n = (n_expert / n_used) * (bytes per value / 2) *
+// C / P. P: pinned host-to-device copies on the device machine's H100 (~55
+// GB/s measured, 50 taken); C: its 16-core Xeon's AMX expert GEMMs at 512
+// tokens (1.47 TFLOP/s measured, kernels/cpu/README.md). V2-Lite (64 experts,
+// 6 used, Q4_K/Q6_K): ~100 tokens; V3 (256, 8): ~280. Never below 32 tokens
+// (llama.cpp offloads a CPU weight's product from 32 rows).
+int64_t Lowering::auto_stream_tokens() {
+  constexpr double kPcieBytesPerS = 50e9, kCpuFlopsPerS = 1.5e12;
+  int64_t best = 0;
+  model_->walk([&](ir::MoeOp m) {
+    auto gate = llvm::dyn_cast_or_null<ir::MoeGateOp>(child(m, "gate").getOperation());
+    auto experts = llvm::dyn_cast_or_null<ir::ExpertsOp>(child(m, "experts").getOperation());
+    if (!gate || !experts || gate.getTopK() == 0) return;
+    double bytes = 0, values = 0;
+    for (ir::WeightAttr w : {experts.getGateProj(), experts.getUpProj(), experts.getDownProj()}) {
+      const TypeTraits* t = find_type_by_name(w.getType());
+      uint64_t elems = 1;
+      for (int64_t d : w.getShape()) elems *= uint64_t(d);
+      if (!t) return;
+      bytes += double(t->row_bytes(int64_t(elems)));
+      values += double(elems);
+    }
+    const double n_expert = double(experts.getGateProj().dim(2)), n_used = double(gate.getTopK());
+    const double n = n_expert / n_used * (bytes / values / 2) * kCpuFlopsPerS / kPcieBytesPerS;
+    best = std::max(best, std::max<int64_t>(32, int64_t(std::ceil(n))));
+  });
+  return best;
+}
 
 Value Lowering::buffer(const std::string& path, llvm::StringRef what, const std::string& device, int64_t cols,
                        llvm::StringRef type, llvm::StringRef rows) {
@@ -408,8 +449,17 @@ mlir::FailureOr<Value> Lowering::moe(ModuleInterface m, const Value& x) {
   // attention, which the GPU runs meanwhile (the sum joins the residual
   // there). Not for the last layer (nothing follows to overlap).
   const int64_t defer = phase_->prefill ? o_.deferExpertsPrefill : o_.deferExperts;
-  const bool deferring = defer > 0 && defer < n_used && kind_of(edev) == "cpu" && !last_layer_;
+  // prefill.long: the CPU's experts computed on the block's GPU, their weights
+  // copied from host memory for each step.
+  const bool streaming = phase_->streamed && kind_of(edev) == "cpu" && kind_of(dev) == "cuda";
+  const bool deferring = defer > 0 && defer < n_used && kind_of(edev) == "cpu" && !last_layer_ && !streaming;
   auto cpu_call = [&](const Value& out, llvm::SmallVector<NamedAttribute> params) {
+    if (streaming) {
+      params.push_back(param("streamed", 1));
+      ++phase_->streamed_calls;
+      call(experts, "moe_experts", dev, {x, ids, wts}, {out}, cpu_weights(), params);
+      return;
+    }
     if (deferring) {
       Deferred d{experts, {x, ids, wts}, edev, cpu_weights(), params};
       d.params.push_back(b_.getNamedAttr("choices", b_.getDenseI64ArrayAttr({n_used - defer, n_used})));
@@ -445,13 +495,13 @@ mlir::FailureOr<Value> Lowering::moe(ModuleInterface m, const Value& x) {
     if (int64_t(hot.size()) == n_expert) {
       y = yg;  // every expert of the layer is hot: nothing left for the CPU
     } else {
-      const Value yc = buffer(epath, "out_cpu", edev, x.cols);
+      const Value yc = buffer(epath, "out_cpu", streaming ? dev : edev, x.cols);
       cpu_call(yc, {slots(cpu_slots)});
       y = buffer(epath, "out", dev, x.cols);
       call(experts, "add", dev, {yg, yc}, {y}, {}, {});
     }
   } else {
-    y = buffer(epath, "out", edev, x.cols);
+    y = buffer(epath, "out", streaming ? dev : edev, x.cols);
     cpu_call(y, {});
   }
   if (!shared) return y;
@@ -598,13 +648,18 @@ mlir::LogicalResult Lowering::run() {
                          mlir::IntegerAttr());
   devices_["cpu"] = "cpu";
 
-  Phase prefill{"prefill", true, {}}, decode{"decode", false, {}};
-  for (Phase* ph : {&prefill, &decode}) {
+  const int64_t stream_from = o_.streamExperts < 0 ? auto_stream_tokens() : o_.streamExperts;
+  Phase prefill{"prefill", true, {}}, prefill_long{"prefill.long", true, {}, true}, decode{"decode", false, {}};
+  for (Phase* ph : {&prefill, &prefill_long, &decode}) {
+    if (ph->streamed && (stream_from <= 0 || stream_from > o_.ubatch)) continue;
     b_.setInsertionPointToEnd(&plan_.getBody().front());
-    ph->op = exec::PhaseOp::create(b_, model_.getLoc(), ph->name, ph->prefill ? o_.ubatch : o_.maxBatch, "");
+    ph->op = exec::PhaseOp::create(b_, model_.getLoc(), ph->name, ph->prefill ? o_.ubatch : o_.maxBatch, "",
+                                   ph->streamed ? b_.getI64IntegerAttr(stream_from) : mlir::IntegerAttr());
     ph->op.getBody().emplaceBlock();
     if (!first_phase_) first_phase_ = ph->op;
     if (mlir::failed(lower_phase(*ph))) return mlir::failure();
+    // A plan without CPU experts under a GPU block has nothing to stream.
+    if (ph->streamed && ph->streamed_calls == 0) ph->op->erase();
   }
   // The KV cache lives on one device: a layer whose attention runs on
   // different devices in the two phases cannot share it.
@@ -637,7 +692,8 @@ class LowerToExecPass : public impl::LowerToExecBase<LowerToExecPass> {
       getOperation().emitError() << "kt-lower: expected one kt.model, found " << models.size();
       return signalPassFailure();
     }
-    LowerToExecOptions o{gguf, ggufRef, ctx, ubatch, maxBatch, kvType, deferExperts, deferExpertsPrefill};
+    LowerToExecOptions o{gguf, ggufRef, ctx, ubatch, maxBatch, kvType, deferExperts, deferExpertsPrefill,
+                         streamExperts};
     Lowering l(models.front(), o);
     if (mlir::failed(l.run())) signalPassFailure();
   }

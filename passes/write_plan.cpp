@@ -156,7 +156,7 @@ Result<std::vector<uint8_t>> write_plan(exec::PlanOp pl, const std::string& prod
     auto logits = b_index.find(ph.getLogits().str());
     if (logits == b_index.end()) return err("plan: phase ", ph.getSymName().str(), " has no logits buffer");
     phases.push_back(plan::CreatePhase(fb, fb.CreateString(ph.getSymName().str()), ph.getMaxTokens(),
-                                       vec(fb, calls), logits->second));
+                                       vec(fb, calls), logits->second, ph.getMinTokens().value_or(0)));
   }
 
   const uint64_t fingerprint = std::stoull(pl.getGgufFingerprint().str(), nullptr, 16);

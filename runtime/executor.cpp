@@ -80,6 +80,7 @@ struct Recording {
 struct BoundPhase {
   std::string name;
   int64_t max_tokens = 0;
+  int64_t min_tokens = 0;  // a prefill variant's fewest tokens per step
   int logits = -1;
   std::vector<BoundCall> calls;
   std::vector<Recording> recordings;
@@ -176,6 +177,15 @@ struct Executor::Impl {
   std::vector<int64_t> filled;  // per slot: positions whose cache rows are valid
   std::vector<BoundPhase> phases;
   int prefill = -1, decode = -1;  // indices into phases
+  // Prefill variants ("prefill.long": min_tokens > 0), fewest tokens first;
+  // a step of n tokens runs the last whose min_tokens <= n, else `prefill`.
+  std::vector<int> prefill_variants;
+  BoundPhase& phase_for(PhaseKind kind, int64_t n_tokens) {
+    if (kind == PhaseKind::Decode) return phases[size_t(decode)];
+    for (auto it = prefill_variants.rbegin(); it != prefill_variants.rend(); ++it)
+      if (phases[size_t(*it)].min_tokens <= n_tokens) return phases[size_t(*it)];
+    return phases[size_t(prefill)];
+  }
   kern::RoutingHook* routing = nullptr;
   std::vector<int> buffer_device;  // per buffer
   std::vector<int> kv_device;      // per KV cache
@@ -611,6 +621,7 @@ Status Executor::Impl::bind_calls() {
     BoundPhase bp;
     bp.name = ph->name() ? ph->name()->str() : "";
     bp.max_tokens = ph->max_tokens();
+    bp.min_tokens = ph->min_tokens();
     bp.logits = ph->logits();
     if (plan.plan().buffers()->Get(uint32_t(bp.logits))->row_elems() != pl.model()->n_vocab())
       return err(plan.path(), ": phase ", printable(bp.name), ": the logits buffer is not n_vocab wide");
@@ -669,10 +680,15 @@ Status Executor::Impl::bind_calls() {
         bp.calls.push_back(std::move(bc));
       }
     if (bp.name == "prefill") prefill = int(phases.size());
+    if (bp.name.rfind("prefill.", 0) == 0 && bp.min_tokens > 0) prefill_variants.push_back(int(phases.size()));
     if (bp.name == "decode") decode = int(phases.size());
     phases.push_back(std::move(bp));
   }
   if (prefill < 0 && decode < 0) return err(plan.path(), ": plan has neither a prefill nor a decode phase");
+  if (!prefill_variants.empty() && prefill < 0)
+    return err(plan.path(), ": plan has prefill variants but no prefill phase for short steps");
+  std::sort(prefill_variants.begin(), prefill_variants.end(),
+            [&](int a, int b) { return phases[size_t(a)].min_tokens < phases[size_t(b)].min_tokens; });
   if (prefill < 0) prefill = decode;
   if (decode < 0) decode = prefill;
   return ok_status();
@@ -789,7 +805,7 @@ std::string Executor::kernel_summary() const {
 
 Result<std::span<const float>> Executor::forward(const Batch& batch, PhaseKind phase) {
   Impl& p = *p_;
-  BoundPhase& ph = p.phases[size_t(phase == PhaseKind::Prefill ? p.prefill : p.decode)];
+  BoundPhase& ph = p.phase_for(phase, int64_t(batch.tokens.size()));
   KT_TRY(p.check_batch(batch, ph));
   set_flush_denormals();
   const int64_t n = int64_t(batch.tokens.size()), n_out = int64_t(batch.outputs.size());

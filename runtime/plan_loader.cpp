@@ -133,6 +133,9 @@ Status PlanFile::verify() {
     const std::string pname = ph->name() ? printable(ph->name()->string_view()) : "?";
     if (ph->max_tokens() <= 0 || ph->max_tokens() > (int64_t(1) << 20)) return err(n, ": phase ", pname, ": bad max_tokens ", ph->max_tokens());
     if (ph->logits() < 0 || uint32_t(ph->logits()) >= n_buf) return err(n, ": phase ", pname, ": logits buffer ", ph->logits(), " out of range");
+    const bool prefill = pname == "prefill" || pname.rfind("prefill.", 0) == 0;
+    if (ph->min_tokens() < 0 || ph->min_tokens() > ph->max_tokens() || (ph->min_tokens() > 0 && !prefill))
+      return err(n, ": phase ", pname, ": bad min_tokens ", ph->min_tokens(), " (a prefill phase's, 0..max_tokens)");
     if (!ph->calls()) continue;
     for (uint32_t c = 0; c < ph->calls()->size(); ++c) {
       const plan::Call* call = ph->calls()->Get(c);

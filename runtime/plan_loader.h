@@ -18,7 +18,7 @@
 namespace kt {
 
 // Bumped whenever a reader of the old schema would misread a new plan.
-constexpr uint32_t kPlanSchemaVersion = 3;  // 3: Weight.matrices
+constexpr uint32_t kPlanSchemaVersion = 4;  // 3: Weight.matrices; 4: Phase.min_tokens
 
 // FNV-1a 64 of the GGUF bytes before the data section: the header, metadata and
 // tensor table. Any change to names, shapes, types, offsets or metadata changes it.

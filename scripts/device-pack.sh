@@ -60,6 +60,11 @@ if [ -x "$compile" ]; then
   plan $d/tiny-mixtral-F32.gguf hybrid rules/mixtral-hybrid.yaml
   plan $d/tiny-mixtral-F32.gguf all-gpu rules/all-gpu.yaml
   plan $d/tiny-llama-F32.gguf all-gpu rules/all-gpu.yaml
+  # Streamed experts (prefill.long from one token on: every prefill step
+  # computes the CPU's experts on the GPU from host memory).
+  plan $d/tiny-dsv3-F32.gguf hybrid-stream rules/deepseek-v3-hybrid.yaml --stream-experts 1
+  plan $d/tiny-qwen2moe-F32.gguf hybrid-stream rules/qwen2-moe-hybrid.yaml --stream-experts 1
+  plan $d/tiny-mixtral-F32.gguf hybrid-stream rules/mixtral-hybrid.yaml --stream-experts 1
   # Hot experts from random profiles (kt-place-experts): each layer's routed
   # experts split between the GPU and the CPU, differently per seed and budget;
   # 6 MiB holds every expert of the tiny V3.
@@ -69,6 +74,8 @@ if [ -x "$compile" ]; then
   hot $d/tiny-dsv3-F32.gguf hot-all rules/deepseek-v3-hybrid.yaml --gpu-mem 6MiB --profile random:3
   hot $d/tiny-qwen2moe-F32.gguf hot-r4 rules/qwen2-moe-hybrid.yaml --gpu-mem 2560KiB --profile random:4
   hot $d/tiny-mixtral-F32.gguf hot-r5 rules/mixtral-hybrid.yaml --gpu-mem 2560KiB --profile random:5
+  hot $d/tiny-dsv3-F32.gguf hot-r1-stream rules/deepseek-v3-hybrid.yaml --gpu-mem 3MiB --profile random:1 \
+    --stream-experts 1
   shared=../shared/models
   if [ -f "$shared/index.json" ]; then
     mkdir -p out/device/models/ref
@@ -79,6 +86,7 @@ if [ -x "$compile" ]; then
       cp "$shared"/ref/"$m".* out/device/models/ref/
       case $m in
         tiny-ds*) plan out/device/models/$m.gguf hybrid rules/deepseek-v3-hybrid.yaml
+                  plan out/device/models/$m.gguf hybrid-stream rules/deepseek-v3-hybrid.yaml --stream-experts 1
                   plan out/device/models/$m.gguf all-gpu rules/all-gpu.yaml
                   plan out/device/models/$m.gguf hot-r6 rules/deepseek-v3-hybrid.yaml --prefill-len 64 \
                     --gpu-mem 5MiB --profile random:6 ;;
@@ -114,6 +122,8 @@ if [ "${KT_PACK_BENCH:-1}" = 1 ] && [ -x "$compile" ]; then
   synth v2lite --like deepseek-v2-lite --mla-split
   bplan v2lite cpu --gpu-mem 0
   bplan v2lite hybrid rules/deepseek-v2-lite-hybrid.yaml
+  # The same without streamed experts: long prefill with the CPU's GEMMs.
+  bplan v2lite hybrid-nostream rules/deepseek-v2-lite-hybrid.yaml --stream-experts off
   bplan v2lite all-gpu rules/all-gpu.yaml
   # Issue 13: hot experts and deferral (hotplans below). KT_PACK_HOT=0 skips them.
   # Each plan may carry NAME.args: kt-bench e2e arguments device-run.sh adds
@@ -171,6 +181,7 @@ if [ "${KT_PACK_BENCH:-1}" = 1 ] && [ -x "$compile" ]; then
   hotplans v2lite rules/deepseek-v2-lite-hybrid.yaml tiny-dsv2lite-Q4_K_M
   synth v3-5l --like deepseek-v3 --layers 5 --vocab-size 102400 --mla-split
   bplan v3-5l hybrid rules/deepseek-v3-hybrid.yaml
+  bplan v3-5l hybrid-nostream rules/deepseek-v3-hybrid.yaml --stream-experts off
   bplan v3-5l all-gpu rules/all-gpu.yaml
   hotplans v3-5l rules/deepseek-v3-hybrid.yaml tiny-dsv3-Q4_K_M
   rm -f out/device/bench/models/*.gguf

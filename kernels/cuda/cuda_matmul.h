@@ -45,6 +45,15 @@ class MatmulOp {
   bool init(const kern::WeightView& w, int64_t max_rows, kern::Rounding rounding, std::string* error,
             bool vector_only = false);
 
+  // The same op over another matrix of W's type and shape at w (device), e.g.
+  // an expert's weights copied into a staging buffer (cuda_moe_streamed.cu).
+  MatmulOp at(const void* w) const {
+    MatmulOp o = *this;
+    o.w_ = static_cast<const uint8_t*>(w);
+    o.n_mat_ = 1;
+    return o;
+  }
+
   int64_t n_in() const { return n_in_; }
   int64_t n_out() const { return n_out_; }
   // Device scratch a call of up to max_rows rows needs (run()'s scratch).

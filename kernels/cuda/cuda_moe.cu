@@ -23,6 +23,7 @@
 #include "kernels/cuda/cuda_context.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/cuda_matmul.h"
+#include "kernels/cuda/cuda_moe_common.cuh"
 #include "kernels/kernel_bind.h"
 #include "kernels/moe_contract.h"
 
@@ -168,24 +169,6 @@ __global__ void __launch_bounds__(128) route_kernel(const float* __restrict__ lo
     if (r.scale != 0.0f && r.scale != 1.0f) v = __fmul_rn(v, r.scale);
     ids_t[u] = isel[u];
     w_t[u] = v;
-  }
-}
-
-__global__ void swiglu_kernel(const float* g, const float* u, int64_t n, float* y) {
-  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  const float s = float(double(g[i]) / (1.0 + exp(-double(g[i]))));
-  y[i] = float(double(s) * double(u[i]));
-}
-
-// out[t] = sum_k w[t][k] y[t nu + k], in double.
-__global__ void combine_experts(const float* __restrict__ y, const float* __restrict__ w, int nu, int64_t n,
-                                float* __restrict__ out) {
-  const int64_t t = blockIdx.x;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-    double acc = 0.0;
-    for (int k = 0; k < nu; ++k) acc += double(w[t * nu + k]) * double(y[(t * nu + k) * n + i]);
-    out[t * n + i] = float(acc);
   }
 }
 
@@ -359,6 +342,7 @@ std::unique_ptr<Kernel> make_cuda_moe_gate(const CallSpec& s, std::string* error
 std::unique_ptr<Kernel> make_cuda_moe_experts(const CallSpec& s, std::string* error) {
   Binder b(s, error);
   if (!b.check(s.device >= 0, "a CUDA kernel needs a GPU device") || !b.arity(3, 1, 3)) return nullptr;
+  if (b.i("streamed", 0) != 0) return make_cuda_moe_experts_streamed(s, error);
   const int64_t n_embd = s.in[0].cols, n_ff = s.weights[0].ne[1], ne = s.weights[0].ne[2];
   b.weight_shape(0, n_embd, n_ff, ne);
   b.weight_shape(1, n_embd, n_ff, ne);

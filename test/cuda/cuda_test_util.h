@@ -207,6 +207,8 @@ struct Call {
   StepData step;
   kern::Rounding rounding = kern::Rounding::GgmlCpu;
   kern::RoutingHook* hook = nullptr;
+  // The GPU kernel reads the weights in host memory (streamed experts).
+  bool weights_on_host = false;
 
   void param(const std::string& key, int64_t i) {
     kern::Param p;
@@ -320,7 +322,8 @@ inline Outcome run_gpu(const Call& c, cudaStream_t stream = nullptr) {
   }
   DevMem mem;
   std::vector<kern::WeightView> wv;
-  for (const Weight& w : c.weights) wv.push_back(w.view(mem.put(w.bytes.data(), w.bytes.size())));
+  for (const Weight& w : c.weights)
+    wv.push_back(c.weights_on_host ? w.view(w.bytes.data()) : w.view(mem.put(w.bytes.data(), w.bytes.size())));
   kern::KvView kv;
   if (c.kv) {
     kv = c.kv->shape;

@@ -27,6 +27,8 @@ struct PlanSpec {
   int call_kv = -1;
   int64_t n_ctx = 512;
   int64_t max_tokens = 16;
+  int64_t min_tokens = 0;
+  std::string phase = "decode";
   int logits = 1;
 };
 
@@ -49,7 +51,7 @@ std::vector<uint8_t> build(const PlanSpec& s) {
       b, b.CreateString(s.kernel), 0, b.CreateVector(in), b.CreateVector(out), b.CreateVector(w), 0, -1, s.call_kv,
       b.CreateString("model.norm"))};
   std::vector<flatbuffers::Offset<plan::Phase>> phases{
-      plan::CreatePhase(b, b.CreateString("decode"), s.max_tokens, b.CreateVector(calls), s.logits)};
+      plan::CreatePhase(b, b.CreateString(s.phase), s.max_tokens, b.CreateVector(calls), s.logits, s.min_tokens)};
   auto root = plan::CreatePlan(b, s.version, b.CreateString("test"), gguf, model, b.CreateVector(devs),
                                b.CreateVector(ws), b.CreateVector(bufs), b.CreateVector(kvs), b.CreateVector(phases));
   plan::FinishSizePrefixedPlanBuffer(b, root);
@@ -142,6 +144,10 @@ TEST(PlanLoader, RefusesBadPlansWithOneLine) {
   add("no context", [](PlanSpec& s) { s.n_ctx = 0; }, "bad n_ctx");
   add("no tokens", [](PlanSpec& s) { s.max_tokens = 0; }, "bad max_tokens");
   add("logits index", [](PlanSpec& s) { s.logits = 9; }, "logits buffer 9 out of range");
+  add("min_tokens of decode", [](PlanSpec& s) { s.min_tokens = 4; }, "bad min_tokens 4");
+  add("min_tokens past max_tokens", [](PlanSpec& s) { s.phase = "prefill.long", s.min_tokens = 17; },
+      "bad min_tokens 17");
+  add("negative min_tokens", [](PlanSpec& s) { s.phase = "prefill.long", s.min_tokens = -1; }, "bad min_tokens -1");
   for (const Case& c : cases) {
     const std::string m = error_of(c.spec);
     EXPECT_EQ(m.rfind("p.ktp: ", 0), 0u) << c.name << ": " << m;

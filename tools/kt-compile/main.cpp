@@ -66,6 +66,11 @@ static cl::opt<int64_t> defer_experts("defer-experts", cl::init(0), cl::value_de
                                                "slightly; 0: off)"));
 static cl::opt<int64_t> defer_experts_prefill("defer-experts-prefill", cl::init(0), cl::value_desc("K"),
                                               cl::desc("the same for prefill"));
+static cl::opt<std::string> stream_experts(
+    "stream-experts", cl::init("auto"), cl::value_desc("auto|off|N"),
+    cl::desc("prefill steps of at least N tokens compute the routed experts placed on the CPU on the GPU, "
+             "copying their weights over each step (a second prefill phase); auto: from the length where "
+             "the copies cost less than the CPU's GEMMs; off: never"));
 static cl::opt<int64_t> split_experts_test("split-experts-test", cl::init(0), cl::Hidden, cl::value_desc("SEED"),
                                            cl::desc("tests: split every CPU experts op, a random half held by a "
                                                     "second CPU call (the hot-expert split without a GPU)"));
@@ -110,6 +115,14 @@ int main(int argc, char** argv) {
     return fail("--last-pass=" + last_pass + ": expected import, apply-rules or place");
   if (prefill_len < 1) return fail("--prefill-len must be positive");
   if (defer_experts < 0 || defer_experts_prefill < 0) return fail("--defer-experts must not be negative");
+  int64_t stream_from = -1;  // auto
+  if (stream_experts == "off") {
+    stream_from = 0;
+  } else if (stream_experts != "auto") {
+    llvm::StringRef v(stream_experts);
+    if (v.getAsInteger(10, stream_from) || stream_from < 1)
+      return fail("--stream-experts=" + stream_experts + ": expected auto, off or a positive token count");
+  }
 
   mlir::MLIRContext context;
   // Progress on stderr for large models (or with --verbose): what each stage
@@ -183,7 +196,7 @@ int main(int argc, char** argv) {
   mlir::PassManager lower(&context);
   lower.addPass(kt::createLowerToExec(kt::LowerToExecOptions{
       model_path, gguf_ref(model_path, emit.empty() ? output.getValue() : std::string()), ctx, ubatch, max_batch, kv,
-      defer_experts, defer_experts_prefill}));
+      defer_experts, defer_experts_prefill, stream_from}));
   lower.addPass(kt::createInsertTransfers());
   lower.addPass(kt::createPlanMemory());
   if (mlir::failed(lower.run(module.value().get()))) return 1;

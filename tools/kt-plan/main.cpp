@@ -54,8 +54,12 @@ int info(const kt::PlanFile& pf) {
     std::map<std::string, int> kernels;
     if (ph->calls())
       for (const kt::plan::Call* c : *ph->calls()) ++kernels[c->kernel()->str()];
-    std::printf("phase %s: up to %lld tokens per step, %u calls\n", ph->name()->c_str(), (long long)ph->max_tokens(),
-                ph->calls() ? ph->calls()->size() : 0);
+    if (ph->min_tokens() > 0)
+      std::printf("phase %s: %lld to %lld tokens per step, %u calls\n", ph->name()->c_str(), (long long)ph->min_tokens(),
+                  (long long)ph->max_tokens(), ph->calls() ? ph->calls()->size() : 0);
+    else
+      std::printf("phase %s: up to %lld tokens per step, %u calls\n", ph->name()->c_str(), (long long)ph->max_tokens(),
+                  ph->calls() ? ph->calls()->size() : 0);
     for (const auto& [k, n] : kernels) std::printf("  %-32s x%d\n", k.c_str(), n);
   }
   return 0;

@@ -1,0 +1,318 @@
+// cuda.moe_experts with streamed=1: routed experts whose weights stay in host
+// memory (the CPU's share of a hybrid plan), computed on the GPU for a long
+// prefill step by copying each chosen expert's matrices over PCIe.
+//
+// A step of n tokens chooses n * n_used (token, expert) pairs; from ~100
+// tokens on nearly every expert of a layer is chosen, so the step reads the
+// layer's whole expert tensors once, at PCIe speed (~55 GB/s pinned), instead
+// of the CPU computing n * n_used expert products (the CPU's matrix throughput
+// is the bound there). The compiler emits these calls in the plan's
+// prefill.long phase (kt-compile --stream-experts), which the runtime runs for
+// steps of at least its min_tokens.
+//
+// Per step: the router's choices come to the host (the queue is synchronized:
+// prefill only), which groups the pairs by expert. Then, expert after expert,
+// a copy stream fills a ring of staging slots on the GPU (gate, up and down
+// matrices of one expert per slot) while the queue computes the expert before:
+// its tokens' rows gathered, gate and up by MatmulOp (int8 vector path up to 48
+// rows, fp16 tensor cores above, as cuda.matmul), SwiGLU, down, each row put at
+// its pair's place; then the weighted sum over each token's choices in choice
+// order, in double, as cuda.moe_experts and the reference do. Events order
+// the two streams: a slot's copy waits until the expert that used it is done.
+//
+// The host tensors are page-locked at bind (cudaHostRegister, read-only: the
+// GGUF mapping), so copies are DMA at full PCIe speed; where that fails the
+// copies are pageable (correct, slower) and impl() says so.
+#include <algorithm>
+#include <vector>
+
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_context.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/cuda_matmul.h"
+#include "kernels/cuda/cuda_moe_common.cuh"
+#include "kernels/kernel_bind.h"
+#include "kernels/moe_contract.h"
+
+#include <unistd.h>
+
+namespace kt::cuda {
+
+namespace {
+
+// xe[i] = x[rows[i]] for i < n (cols floats per row).
+__global__ void gather_rows(const float* __restrict__ x, int64_t cols, const int32_t* __restrict__ rows, int64_t n,
+                            float* __restrict__ xe) {
+  const int64_t r = blockIdx.x;
+  if (r >= n) return;
+  const float* src = x + int64_t(rows[r]) * cols;
+  float* dst = xe + r * cols;
+  for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) dst[i] = src[i];
+}
+
+// out[pairs[i]] = yd[i] (cols floats per row).
+__global__ void scatter_rows(const float* __restrict__ yd, int64_t cols, const int32_t* __restrict__ pairs, int64_t n,
+                             float* __restrict__ out) {
+  const int64_t r = blockIdx.x;
+  if (r >= n) return;
+  const float* src = yd + r * cols;
+  float* dst = out + int64_t(pairs[r]) * cols;
+  for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) dst[i] = src[i];
+}
+
+constexpr int kRing = 4;  // experts in flight: up to 3 copies ahead of the computation
+
+uint64_t align256(uint64_t n) { return (n + 255) / 256 * 256; }
+
+// Page-locks the whole pages inside [p, p + n) (none of a neighbour's: two
+// tensors' interiors never overlap, so no range is registered twice).
+struct PinnedRange {
+  const uint8_t* begin = nullptr;
+  const uint8_t* end = nullptr;
+  bool pin(const void* p, uint64_t n) {
+    const uint64_t page = uint64_t(sysconf(_SC_PAGESIZE));
+    const uint64_t a = (reinterpret_cast<uint64_t>(p) + page - 1) / page * page;
+    const uint64_t b = (reinterpret_cast<uint64_t>(p) + n) / page * page;
+    if (b <= a) return false;
+    if (cudaHostRegister(reinterpret_cast<void*>(a), b - a, cudaHostRegisterPortable | cudaHostRegisterReadOnly) !=
+        cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    begin = reinterpret_cast<const uint8_t*>(a);
+    end = reinterpret_cast<const uint8_t*>(b);
+    return true;
+  }
+  void unpin() {
+    if (begin) cudaHostUnregister(const_cast<uint8_t*>(begin));
+    begin = end = nullptr;
+  }
+  // Host -> device on `s`: the part inside the pinned pages by DMA, the ends
+  // (at most a page each, or everything when nothing is pinned) pageable.
+  void copy(void* dst, const uint8_t* src, uint64_t n, cudaStream_t s) const {
+    const uint8_t* a = std::clamp(begin, src, src + n);
+    const uint8_t* b = std::clamp(end, a, src + n);
+    auto* d = static_cast<uint8_t*>(dst);
+    if (a > src) cudaMemcpyAsync(d, src, uint64_t(a - src), cudaMemcpyHostToDevice, s);
+    if (b > a) cudaMemcpyAsync(d + (a - src), a, uint64_t(b - a), cudaMemcpyHostToDevice, s);
+    if (src + n > b) cudaMemcpyAsync(d + (b - src), b, uint64_t(src + n - b), cudaMemcpyHostToDevice, s);
+  }
+};
+
+}  // namespace
+
+}  // namespace kt::cuda
+
+namespace kt::kern {
+
+namespace {
+
+class CudaMoeStreamed final : public Kernel {
+ public:
+  // The step's routing goes through the host: never recorded (prefill only).
+  bool capturable(const CallArgs&) const override { return false; }
+
+  struct Setup {
+    int device = 0;
+    cuda::MatmulOp gate, up, down;  // shapes and scratch; run on a slot via at()
+    const uint8_t* host[3] = {};    // gate, up, down tensors in host memory
+    uint64_t mat_bytes[3] = {};     // one expert's matrix of each
+    uint64_t tensor_bytes[3] = {};
+    int64_t n_embd = 0, n_ff = 0, nu = 0, n_held = 0, max_rows = 0;
+    std::vector<int32_t> slots;  // router id -> held slice (-1: elsewhere); empty: identity
+  };
+
+  explicit CudaMoeStreamed(Setup s) : s_(std::move(s)) {}
+  ~CudaMoeStreamed() override {
+    cuda::use_device(s_.device);
+    for (auto& p : pinned_) p.unpin();
+    for (cudaEvent_t e : ready_) cudaEventDestroy(e);
+    for (cudaEvent_t e : free_) cudaEventDestroy(e);
+    if (start_) cudaEventDestroy(start_);
+    if (copy_) cudaStreamDestroy(copy_);
+    if (host_ids_) cudaFreeHost(host_ids_);
+  }
+
+  // Streams, events, pinned host lists, page-locked tensors. False: a CUDA error.
+  bool init(std::string* error) {
+    cuda::use_device(s_.device);
+    cudaError_t e = cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking);
+    for (int i = 0; i < cuda::kRing && e == cudaSuccess; ++i) {
+      e = cudaEventCreateWithFlags(&ready_[i], cudaEventDisableTiming);
+      if (e == cudaSuccess) e = cudaEventCreateWithFlags(&free_[i], cudaEventDisableTiming);
+    }
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&start_, cudaEventDisableTiming);
+    // ids and weights down, pair lists up: 4 lists of max_rows * nu entries.
+    if (e == cudaSuccess) e = cudaMallocHost(&host_ids_, list_bytes() * 4);
+    if (e != cudaSuccess) {
+      *error = "streamed experts: " + cuda::error_text(int(e));
+      return false;
+    }
+    all_pinned_ = true;
+    for (int m = 0; m < 3; ++m) all_pinned_ &= pinned_[m].pin(s_.host[m], s_.tensor_bytes[m]);
+    return true;
+  }
+
+  // Workspace: the ring, x rows gathered, gate/up/down outputs, the pairs'
+  // outputs, the device pair lists, and MatmulOp's scratch.
+  static uint64_t slot_bytes(const Setup& s) {
+    return cuda::align256(s.mat_bytes[0]) + cuda::align256(s.mat_bytes[1]) + cuda::align256(s.mat_bytes[2]);
+  }
+  static uint64_t workspace_bytes(const Setup& s) {
+    const uint64_t r = uint64_t(s.max_rows), pairs = r * uint64_t(s.nu);
+    return cuda::kRing * slot_bytes(s) + cuda::align256(r * s.n_embd * 4) * 2 + cuda::align256(r * s.n_ff * 4) * 2 +
+           cuda::align256(pairs * s.n_embd * 4) + 2 * cuda::align256(pairs * 4) +
+           std::max({s.gate.scratch_bytes(), s.up.scratch_bytes(), s.down.scratch_bytes()});
+  }
+
+  void run(const CallArgs& a) override {
+    cuda::use_device(s_.device);
+    const Act &x = a.in[0], &ids = a.in[1], &wts = a.in[2], &y = a.out[0];
+    const int64_t n = x.rows, nu = s_.nu, np = n * nu;
+    if (n == 0) return;
+    auto q = static_cast<cudaStream_t>(a.queue);
+
+    // The choices, to the host.
+    int32_t* h_ids = host_ids_;
+    int32_t* h_rows = h_ids + list_entries();  // per pair, grouped by expert: the token's row
+    int32_t* h_pair = h_rows + list_entries();  // ... and the pair's index t * nu + k
+    cudaMemcpyAsync(h_ids, ids.i32(), uint64_t(np) * 4, cudaMemcpyDeviceToHost, q);
+    cudaStreamSynchronize(q);
+
+    // Pairs grouped by held slice (a counting sort, tokens in order within one).
+    counts_.assign(size_t(s_.n_held) + 1, 0);
+    auto slice = [&](int32_t e) -> int64_t {
+      if (e < 0) return -1;
+      if (s_.slots.empty()) return e < s_.n_held ? e : -1;
+      return size_t(e) < s_.slots.size() ? s_.slots[size_t(e)] : -1;
+    };
+    for (int64_t p = 0; p < np; ++p)
+      if (int64_t j = slice(h_ids[p]); j >= 0) ++counts_[size_t(j) + 1];
+    for (int64_t j = 0; j < s_.n_held; ++j) counts_[size_t(j) + 1] += counts_[size_t(j)];
+    fill_ = counts_;
+    for (int64_t p = 0; p < np; ++p)
+      if (int64_t j = slice(h_ids[p]); j >= 0) {
+        const int64_t at = fill_[size_t(j)]++;
+        h_rows[at] = int32_t(p / nu);
+        h_pair[at] = int32_t(p);
+      }
+    const int64_t n_pairs = counts_[size_t(s_.n_held)];
+
+    // Workspace layout (workspace_bytes).
+    auto* ws = static_cast<uint8_t*>(cuda::workspace(s_.device));
+    uint8_t* ring = ws;
+    const uint64_t slot = slot_bytes(s_);
+    auto* xe = reinterpret_cast<float*>(ring + cuda::kRing * slot);
+    auto* yg = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(xe) + cuda::align256(s_.max_rows * s_.n_embd * 4));
+    auto* yu = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(yg) + cuda::align256(s_.max_rows * s_.n_ff * 4));
+    auto* yd = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(yu) + cuda::align256(s_.max_rows * s_.n_ff * 4));
+    const uint64_t pairs_max = uint64_t(s_.max_rows * nu);
+    auto* ypairs = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(yd) + cuda::align256(s_.max_rows * s_.n_embd * 4));
+    auto* d_rows = reinterpret_cast<int32_t*>(reinterpret_cast<uint8_t*>(ypairs) + cuda::align256(pairs_max * s_.n_embd * 4));
+    int32_t* d_pair = d_rows + cuda::align256(pairs_max * 4) / 4;
+    void* scratch = d_pair + cuda::align256(pairs_max * 4) / 4;
+
+    // Pairs whose expert lives elsewhere (hot experts on the GPU) add nothing.
+    cudaMemsetAsync(ypairs, 0, uint64_t(np) * s_.n_embd * 4, q);
+    if (n_pairs > 0) {
+      cudaMemcpyAsync(d_rows, h_rows, uint64_t(n_pairs) * 4, cudaMemcpyHostToDevice, q);
+      cudaMemcpyAsync(d_pair, h_pair, uint64_t(n_pairs) * 4, cudaMemcpyHostToDevice, q);
+    }
+    // The copies overwrite workspace the queue's earlier kernels may still read.
+    cudaEventRecord(start_, q);
+    cudaStreamWaitEvent(copy_, start_, 0);
+
+    int64_t k = 0;  // experts issued this step
+    for (int64_t j = 0; j < s_.n_held; ++j) {
+      const int64_t c = counts_[size_t(j) + 1] - counts_[size_t(j)];
+      if (c == 0) continue;
+      const int r = int(k % cuda::kRing);
+      uint8_t* dst = ring + uint64_t(r) * slot;
+      uint8_t* mats[3] = {dst, dst + cuda::align256(s_.mat_bytes[0]),
+                          dst + cuda::align256(s_.mat_bytes[0]) + cuda::align256(s_.mat_bytes[1])};
+      // The slot's previous expert (k - kRing) was issued before: wait for it.
+      if (k >= cuda::kRing) cudaStreamWaitEvent(copy_, free_[r], 0);
+      for (int m = 0; m < 3; ++m)
+        pinned_[m].copy(mats[m], s_.host[m] + uint64_t(j) * s_.mat_bytes[m], s_.mat_bytes[m], copy_);
+      cudaEventRecord(ready_[r], copy_);
+
+      cudaStreamWaitEvent(q, ready_[r], 0);
+      const int64_t o = counts_[size_t(j)];
+      cuda::gather_rows<<<unsigned(c), 256, 0, q>>>(x.f32(), x.cols, d_rows + o, c, xe);
+      s_.gate.at(mats[0]).run(xe, s_.n_embd, c, yg, s_.n_ff, nullptr, scratch, q);
+      s_.up.at(mats[1]).run(xe, s_.n_embd, c, yu, s_.n_ff, nullptr, scratch, q);
+      const int64_t nh = c * s_.n_ff;
+      cuda::swiglu_kernel<<<unsigned(cuda::ceil_div(nh, 256)), 256, 0, q>>>(yg, yu, nh, yg);
+      s_.down.at(mats[2]).run(yg, s_.n_ff, c, yd, s_.n_embd, nullptr, scratch, q);
+      cuda::scatter_rows<<<unsigned(c), 256, 0, q>>>(yd, s_.n_embd, d_pair + o, c, ypairs);
+      cudaEventRecord(free_[r], q);
+      ++k;
+    }
+    cuda::combine_experts<<<unsigned(n), 256, 0, q>>>(ypairs, wts.f32(), int(nu), s_.n_embd, y.f32());
+    cuda::check_launch("cuda.moe_experts (streamed)", a.queue);
+    experts_copied_ += k;
+  }
+
+  std::string_view impl() const override { return all_pinned_ ? "streamed-pinned" : "streamed-pageable"; }
+
+ private:
+  int64_t list_entries() const { return s_.max_rows * s_.nu; }
+  uint64_t list_bytes() const { return uint64_t(list_entries()) * 4; }
+
+  Setup s_;
+  cudaStream_t copy_ = nullptr;
+  cudaEvent_t ready_[cuda::kRing] = {}, free_[cuda::kRing] = {}, start_ = nullptr;
+  int32_t* host_ids_ = nullptr;
+  cuda::PinnedRange pinned_[3];
+  bool all_pinned_ = false;
+  std::vector<int64_t> counts_, fill_;
+  int64_t experts_copied_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_cuda_moe_experts_streamed(const CallSpec& s, std::string* error) {
+  Binder b(s, error);
+  if (!b.check(s.device >= 0, "a CUDA kernel needs a GPU device") || !b.arity(3, 1, 3)) return nullptr;
+  const int64_t n_embd = s.in[0].cols, n_ff = s.weights[0].ne[1], ne = s.weights[0].ne[2];
+  b.weight_shape(0, n_embd, n_ff, ne);
+  b.weight_shape(1, n_embd, n_ff, ne);
+  b.weight_shape(2, n_ff, n_embd, ne);
+  b.in_type(0, GgmlType::F32);
+  b.in_type(1, GgmlType::I32);
+  b.in_type(2, GgmlType::F32);
+  b.in_cols(2, s.in[1].cols);
+  b.out_cols(0, n_embd);
+  const std::vector<int64_t> slots = bind_expert_slots(b, ne);
+  b.check(b.ints("choices").empty(), "choices (expert deferral) is a CPU experts' param");
+  for (size_t m = 0; m < 3; ++m)
+    b.check(s.weights[m].host != nullptr && s.weights[m].host == s.weights[m].data,
+            "streamed experts read their weights from host memory: weight '", std::string(s.weights[m].name),
+            "' must be the CPU's");
+  if (!b.ok()) return nullptr;
+  CudaMoeStreamed::Setup st;
+  st.device = s.device;
+  st.n_embd = n_embd;
+  st.n_ff = n_ff;
+  st.nu = s.in[1].cols;
+  st.n_held = ne;
+  st.max_rows = std::max<int64_t>(1, s.in[0].max_rows);
+  st.slots.assign(slots.begin(), slots.end());
+  // One expert's matrix as MatmulOp sees it; at() points it at a slot.
+  for (size_t m = 0; m < 3; ++m) {
+    WeightView one = s.weights[m];
+    one.ne[2] = 1;
+    one.nb[3] = one.nb[2];
+    cuda::MatmulOp& op = m == 0 ? st.gate : m == 1 ? st.up : st.down;
+    if (!op.init(one, st.max_rows, s.rounding, error)) return nullptr;
+    st.host[m] = static_cast<const uint8_t*>(s.weights[m].host);
+    st.mat_bytes[m] = s.weights[m].nb[2];
+    st.tensor_bytes[m] = s.weights[m].nb[2] * uint64_t(ne);
+  }
+  if (!cuda::reserve_workspace(s.device, CudaMoeStreamed::workspace_bytes(st), error)) return nullptr;
+  auto k = std::make_unique<CudaMoeStreamed>(std::move(st));
+  if (!k->init(error)) return nullptr;
+  return k;
+}
+
+}  // namespace kt::kern
