@@ -32,8 +32,10 @@ std::unique_ptr<Kernel> make_cuda_mla_attention(const CallSpec&, std::string*);
 std::unique_ptr<Kernel> make_cuda_mla_attention_absorbed(const CallSpec&, std::string*);
 std::unique_ptr<Kernel> make_cuda_moe_gate(const CallSpec&, std::string*);
 std::unique_ptr<Kernel> make_cuda_moe_experts(const CallSpec&, std::string*);
-// cuda.moe_experts with streamed=1 (cuda_moe_streamed.cu): weights in host memory.
+// cuda_moe_grouped.cu: cuda.moe_experts with streamed=1 (weights in host
+// memory), and the grouped GEMM path cuda.moe_experts takes for long steps.
 std::unique_ptr<Kernel> make_cuda_moe_experts_streamed(const CallSpec&, std::string*);
+std::unique_ptr<Kernel> make_cuda_moe_experts_grouped(const CallSpec&, std::string*);
 std::unique_ptr<Kernel> make_cuda_upload(const CallSpec&, std::string*);
 std::unique_ptr<Kernel> make_cuda_download(const CallSpec&, std::string*);
 std::unique_ptr<Kernel> make_cuda_peer_copy(const CallSpec&, std::string*);

@@ -260,7 +260,13 @@ class CudaMoeGate final : public Kernel {
 
 class CudaMoeExperts final : public Kernel {
  public:
-  bool capturable(const CallArgs&) const override { return true; }
+  // Steps of at least this many rows go to the grouped path
+  // (cuda_moe_grouped.cu: each chosen expert's weights read once for all its
+  // tokens, at the price of one host synchronization per call); below, the
+  // vector path reads an expert once per (token, choice), which at 64 rows
+  // and V2-Lite's 6 of 64 experts is already ~6 reads per expert.
+  static constexpr int64_t kGroupedMinRows = 64;
+  bool capturable(const CallArgs& a) const override { return !grouped(a); }
   struct Setup {
     int device;
     cuda::MatmulOp gate, up, down;
@@ -280,6 +286,7 @@ class CudaMoeExperts final : public Kernel {
   }
 
   void run(const CallArgs& a) override {
+    if (grouped(a)) return grouped_->run(a);
     cuda::use_device(s_.device);
     const Act &x = a.in[0], &ids = a.in[1], &wts = a.in[2], &y = a.out[0];
     if (x.rows == 0) return;
@@ -313,7 +320,10 @@ class CudaMoeExperts final : public Kernel {
   }
   std::string_view impl() const override { return s_.gate.impl(1); }
 
+  std::unique_ptr<Kernel> grouped_;  // for steps of kGroupedMinRows and more (null: none that long)
+
  private:
+  bool grouped(const CallArgs& a) const { return grouped_ && a.in[0].rows >= kGroupedMinRows; }
   Setup s_;
 };
 
@@ -381,7 +391,12 @@ std::unique_ptr<Kernel> make_cuda_moe_experts(const CallSpec& s, std::string* er
     }
     st.n_slots = int(host.size());
   }
-  return std::make_unique<CudaMoeExperts>(st);
+  auto k = std::make_unique<CudaMoeExperts>(st);
+  if (s.in[0].max_rows >= CudaMoeExperts::kGroupedMinRows) {
+    k->grouped_ = make_cuda_moe_experts_grouped(s, error);
+    if (!k->grouped_) return nullptr;
+  }
+  return k;
 }
 
 }  // namespace kt::kern

@@ -561,14 +561,16 @@ TEST(CudaKernels, MoeExpertsOfASubsetBySlots) {
   }
 }
 
-// Streamed experts (streamed=1, the plan's prefill.long): weights in host
-// memory, copied expert by expert into the GPU's ring of slots. Against the
-// reference on random routings: rows at the vector path (<= 48 per expert) and
-// at the tile path (more), more experts than the ring holds (so slots are
-// reused while copies run ahead), experts nobody chose, and a subset by
-// expert_slots (hot experts elsewhere). Tile-path rows go through fp16 (11
-// bits), hence the looser tolerance there.
-TEST(CudaKernels, MoeExpertsStreamedFromHostMemory) {
+// The grouped path (cuda_moe_grouped.cu): streamed experts (streamed=1, the
+// plan's prefill.long: weights in host memory, copied expert by expert into
+// the GPU's ring of slots) and resident ones (cuda.moe_experts from 64 rows).
+// Against the reference on random routings: rows at the vector path (<= 48
+// per expert) and at the tile path (more), more experts than the ring holds
+// (so slots are reused while copies run ahead), experts nobody chose, and a
+// subset by expert_slots (hot experts elsewhere). Tile-path rows go through
+// two fp16 GEMMs in a row (gate/up, then down; cuda.matmul's tiles alone are
+// held to 2e-3), hence the looser tolerance there.
+TEST(CudaKernels, MoeExpertsGroupedStreamedAndResident) {
   KT_REQUIRE_GPU();
   SplitMix64 rng(36);
   struct E {
@@ -582,52 +584,56 @@ TEST(CudaKernels, MoeExpertsStreamedFromHostMemory) {
                     E{GgmlType::Q8_0, GgmlType::Q5_0, 96, 64, 6, 2, 200, false},
                     E{GgmlType::IQ4_XS, GgmlType::Q5_K, 256, 512, 9, 2, 300, true},
                     E{GgmlType::F32, GgmlType::F32, 64, 32, 5, 2, 20, false}}) {
-    Call c;
-    c.op = "moe_experts";
-    c.weights_on_host = true;
-    c.param("streamed", 1);
-    c.in.push_back(Buf::f32(e.n_embd, e.rows, random_floats(size_t(e.n_embd * e.rows), rng)));
-    std::vector<int32_t> ids;
-    std::vector<float> w;
-    // Expert 2 is never chosen; the others by a skewed random draw.
-    for (int64_t t = 0; t < e.rows; ++t) {
-      std::vector<int32_t> taken;
-      while (int64_t(taken.size()) < e.nu) {
-        int32_t x = int32_t(double(e.ne) * rng.uniform() * rng.uniform());
-        if (x == 2 || x >= e.ne || std::find(taken.begin(), taken.end(), x) != taken.end()) continue;
-        taken.push_back(x);
+    for (bool streamed : {true, false}) {
+      if (!streamed && e.rows < 64) continue;  // the resident kernel's vector path: MoeExpertsOnTheGpu
+      Call c;
+      c.op = "moe_experts";
+      c.weights_on_host = streamed;
+      if (streamed) c.param("streamed", 1);
+      c.in.push_back(Buf::f32(e.n_embd, e.rows, random_floats(size_t(e.n_embd * e.rows), rng)));
+      std::vector<int32_t> ids;
+      std::vector<float> w;
+      // Expert 2 is never chosen; the others by a skewed random draw.
+      for (int64_t t = 0; t < e.rows; ++t) {
+        std::vector<int32_t> taken;
+        while (int64_t(taken.size()) < e.nu) {
+          int32_t x = int32_t(double(e.ne) * rng.uniform() * rng.uniform());
+          if (x == 2 || x >= e.ne || std::find(taken.begin(), taken.end(), x) != taken.end()) continue;
+          taken.push_back(x);
+        }
+        for (int32_t x : taken) {
+          ids.push_back(x);
+          w.push_back(0.2f + 0.5f * rng.uniform());
+        }
       }
-      for (int32_t x : taken) {
-        ids.push_back(x);
-        w.push_back(0.2f + 0.5f * rng.uniform());
+      int64_t held = e.ne;
+      if (e.subset) {
+        // Slices 0..3 hold experts 7, 1, 4, 0; the rest are elsewhere.
+        held = 4;
+        kern::Param slots;
+        slots.key = "expert_slots";
+        slots.ints.assign(size_t(e.ne), -1);
+        slots.ints[7] = 0, slots.ints[1] = 1, slots.ints[4] = 2, slots.ints[0] = 3;
+        c.params.push_back(slots);
       }
+      c.in.push_back(Buf::i32(e.nu, e.rows, ids));
+      c.in.push_back(Buf::f32(e.nu, e.rows, w));
+      c.out.push_back(Buf::f32(e.n_embd, e.rows));
+      c.weights.push_back(Weight::random("gate_exps", e.gu, e.n_embd, e.n_ff, held, ++seed));
+      c.weights.push_back(Weight::random("up_exps", e.gu, e.n_embd, e.n_ff, held, ++seed));
+      c.weights.push_back(Weight::random("down_exps", e.down, e.n_ff, e.n_embd, held, ++seed));
+      const bool tiles = e.gu != GgmlType::F32 && e.rows * e.nu / held > cuda::MatmulOp::kVectorRows;
+      const std::string how = streamed ? "streamed" : "grouped";
+      compare(c, tiles ? 5e-3 : 1e-4,
+              how + " moe_experts " + std::string(type_name(e.gu)) + "/" + std::string(type_name(e.down)) + " x " +
+                  std::to_string(e.rows) + (e.subset ? " (subset)" : ""),
+              "moe_experts " + how);
+      const Outcome cpu = run_cpu(c);
+      ASSERT_TRUE(cpu.error.empty()) << cpu.error;
+      double norm = 0;
+      for (float v : cpu.out[0].floats()) norm += double(v) * double(v);
+      EXPECT_GT(norm, 0.0);
     }
-    int64_t held = e.ne;
-    if (e.subset) {
-      // Slices 0..3 hold experts 7, 1, 4, 0; the rest are elsewhere.
-      held = 4;
-      kern::Param slots;
-      slots.key = "expert_slots";
-      slots.ints.assign(size_t(e.ne), -1);
-      slots.ints[7] = 0, slots.ints[1] = 1, slots.ints[4] = 2, slots.ints[0] = 3;
-      c.params.push_back(slots);
-    }
-    c.in.push_back(Buf::i32(e.nu, e.rows, ids));
-    c.in.push_back(Buf::f32(e.nu, e.rows, w));
-    c.out.push_back(Buf::f32(e.n_embd, e.rows));
-    c.weights.push_back(Weight::random("gate_exps", e.gu, e.n_embd, e.n_ff, held, ++seed));
-    c.weights.push_back(Weight::random("up_exps", e.gu, e.n_embd, e.n_ff, held, ++seed));
-    c.weights.push_back(Weight::random("down_exps", e.down, e.n_ff, e.n_embd, held, ++seed));
-    const bool tiles = e.gu != GgmlType::F32 && e.rows * e.nu / held > cuda::MatmulOp::kVectorRows;
-    compare(c, tiles ? 3e-3 : 1e-4,
-            "streamed moe_experts " + std::string(type_name(e.gu)) + "/" + std::string(type_name(e.down)) + " x " +
-                std::to_string(e.rows) + (e.subset ? " (subset)" : ""),
-            "moe_experts streamed");
-    const Outcome cpu = run_cpu(c);
-    ASSERT_TRUE(cpu.error.empty()) << cpu.error;
-    double norm = 0;
-    for (float v : cpu.out[0].floats()) norm += double(v) * double(v);
-    EXPECT_GT(norm, 0.0);
   }
 }
 

@@ -1,7 +1,14 @@
-// cuda.moe_experts with streamed=1: routed experts whose weights stay in host
-// memory (the CPU's share of a hybrid plan), computed on the GPU for a long
-// prefill step by copying each chosen expert's matrices over PCIe.
+// Routed experts grouped by expert for long steps (prefill): each chosen
+// expert's weights are read once for all the tokens that chose it, as GEMMs,
+// rather than once per (token, choice) as cuda.moe_experts' vector path reads
+// them. Two sources of weights:
+//  - streamed (cuda.moe_experts streamed=1): the weights stay in host memory
+//    (the CPU's share of a hybrid plan) and each chosen expert's matrices are
+//    copied over PCIe for the step;
+//  - resident: the weights are on the GPU (all-GPU plans, hot experts);
+//    cuda.moe_experts hands its steps of kGroupedMinRows rows and more here.
 //
+// Streaming:
 // A step of n tokens chooses n * n_used (token, expert) pairs; from ~100
 // tokens on nearly every expert of a layer is chosen, so the step reads the
 // layer's whole expert tensors once, at PCIe speed (~55 GB/s pinned), instead
@@ -12,7 +19,7 @@
 //
 // Per step: the router's choices come to the host (the queue is synchronized:
 // prefill only), which groups the pairs by expert. Then, expert after expert,
-// a copy stream fills a ring of staging slots on the GPU (gate, up and down
+// (streamed) a copy stream fills a ring of staging slots on the GPU (gate, up and down
 // matrices of one expert per slot) while the queue computes the expert before:
 // its tokens' rows gathered, gate and up by MatmulOp (int8 vector path up to 48
 // rows, fp16 tensor cores above, as cuda.matmul), SwiGLU, down, each row put at
@@ -23,6 +30,8 @@
 // The host tensors are page-locked at bind (cudaHostRegister, read-only: the
 // GGUF mapping), so copies are DMA at full PCIe speed; where that fails the
 // copies are pageable (correct, slower) and impl() says so.
+#include <unistd.h>
+
 #include <algorithm>
 #include <vector>
 
@@ -33,8 +42,6 @@
 #include "kernels/cuda/cuda_moe_common.cuh"
 #include "kernels/kernel_bind.h"
 #include "kernels/moe_contract.h"
-
-#include <unistd.h>
 
 namespace kt::cuda {
 
@@ -107,23 +114,25 @@ namespace kt::kern {
 
 namespace {
 
-class CudaMoeStreamed final : public Kernel {
+class CudaMoeGrouped final : public Kernel {
  public:
   // The step's routing goes through the host: never recorded (prefill only).
   bool capturable(const CallArgs&) const override { return false; }
 
   struct Setup {
     int device = 0;
-    cuda::MatmulOp gate, up, down;  // shapes and scratch; run on a slot via at()
-    const uint8_t* host[3] = {};    // gate, up, down tensors in host memory
-    uint64_t mat_bytes[3] = {};     // one expert's matrix of each
+    cuda::MatmulOp gate, up, down;  // shapes and scratch; run on a matrix via at()
+    bool streamed = true;
+    const uint8_t* host[3] = {};  // streamed: gate, up, down tensors in host memory
+    const uint8_t* dev[3] = {};   // resident: the same on the GPU
+    uint64_t mat_bytes[3] = {};   // one expert's matrix of each
     uint64_t tensor_bytes[3] = {};
     int64_t n_embd = 0, n_ff = 0, nu = 0, n_held = 0, max_rows = 0;
     std::vector<int32_t> slots;  // router id -> held slice (-1: elsewhere); empty: identity
   };
 
-  explicit CudaMoeStreamed(Setup s) : s_(std::move(s)) {}
-  ~CudaMoeStreamed() override {
+  explicit CudaMoeGrouped(Setup s) : s_(std::move(s)) {}
+  ~CudaMoeGrouped() override {
     cuda::use_device(s_.device);
     for (auto& p : pinned_) p.unpin();
     for (cudaEvent_t e : ready_) cudaEventDestroy(e);
@@ -149,7 +158,8 @@ class CudaMoeStreamed final : public Kernel {
       return false;
     }
     all_pinned_ = true;
-    for (int m = 0; m < 3; ++m) all_pinned_ &= pinned_[m].pin(s_.host[m], s_.tensor_bytes[m]);
+    if (s_.streamed)
+      for (int m = 0; m < 3; ++m) all_pinned_ &= pinned_[m].pin(s_.host[m], s_.tensor_bytes[m]);
     return true;
   }
 
@@ -160,8 +170,8 @@ class CudaMoeStreamed final : public Kernel {
   }
   static uint64_t workspace_bytes(const Setup& s) {
     const uint64_t r = uint64_t(s.max_rows), pairs = r * uint64_t(s.nu);
-    return cuda::kRing * slot_bytes(s) + cuda::align256(r * s.n_embd * 4) * 2 + cuda::align256(r * s.n_ff * 4) * 2 +
-           cuda::align256(pairs * s.n_embd * 4) + 2 * cuda::align256(pairs * 4) +
+    return (s.streamed ? cuda::kRing * slot_bytes(s) : 0) + cuda::align256(r * s.n_embd * 4) * 2 +
+           cuda::align256(r * s.n_ff * 4) * 2 + cuda::align256(pairs * s.n_embd * 4) + 2 * cuda::align256(pairs * 4) +
            std::max({s.gate.scratch_bytes(), s.up.scratch_bytes(), s.down.scratch_bytes()});
   }
 
@@ -174,7 +184,7 @@ class CudaMoeStreamed final : public Kernel {
 
     // The choices, to the host.
     int32_t* h_ids = host_ids_;
-    int32_t* h_rows = h_ids + list_entries();  // per pair, grouped by expert: the token's row
+    int32_t* h_rows = h_ids + list_entries();   // per pair, grouped by expert: the token's row
     int32_t* h_pair = h_rows + list_entries();  // ... and the pair's index t * nu + k
     cudaMemcpyAsync(h_ids, ids.i32(), uint64_t(np) * 4, cudaMemcpyDeviceToHost, q);
     cudaStreamSynchronize(q);
@@ -202,13 +212,15 @@ class CudaMoeStreamed final : public Kernel {
     auto* ws = static_cast<uint8_t*>(cuda::workspace(s_.device));
     uint8_t* ring = ws;
     const uint64_t slot = slot_bytes(s_);
-    auto* xe = reinterpret_cast<float*>(ring + cuda::kRing * slot);
+    auto* xe = reinterpret_cast<float*>(ring + (s_.streamed ? cuda::kRing * slot : 0));
     auto* yg = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(xe) + cuda::align256(s_.max_rows * s_.n_embd * 4));
     auto* yu = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(yg) + cuda::align256(s_.max_rows * s_.n_ff * 4));
     auto* yd = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(yu) + cuda::align256(s_.max_rows * s_.n_ff * 4));
     const uint64_t pairs_max = uint64_t(s_.max_rows * nu);
-    auto* ypairs = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(yd) + cuda::align256(s_.max_rows * s_.n_embd * 4));
-    auto* d_rows = reinterpret_cast<int32_t*>(reinterpret_cast<uint8_t*>(ypairs) + cuda::align256(pairs_max * s_.n_embd * 4));
+    auto* ypairs =
+        reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(yd) + cuda::align256(s_.max_rows * s_.n_embd * 4));
+    auto* d_rows =
+        reinterpret_cast<int32_t*>(reinterpret_cast<uint8_t*>(ypairs) + cuda::align256(pairs_max * s_.n_embd * 4));
     int32_t* d_pair = d_rows + cuda::align256(pairs_max * 4) / 4;
     void* scratch = d_pair + cuda::align256(pairs_max * 4) / 4;
 
@@ -219,24 +231,32 @@ class CudaMoeStreamed final : public Kernel {
       cudaMemcpyAsync(d_pair, h_pair, uint64_t(n_pairs) * 4, cudaMemcpyHostToDevice, q);
     }
     // The copies overwrite workspace the queue's earlier kernels may still read.
-    cudaEventRecord(start_, q);
-    cudaStreamWaitEvent(copy_, start_, 0);
+    if (s_.streamed) {
+      cudaEventRecord(start_, q);
+      cudaStreamWaitEvent(copy_, start_, 0);
+    }
 
     int64_t k = 0;  // experts issued this step
     for (int64_t j = 0; j < s_.n_held; ++j) {
       const int64_t c = counts_[size_t(j) + 1] - counts_[size_t(j)];
       if (c == 0) continue;
       const int r = int(k % cuda::kRing);
-      uint8_t* dst = ring + uint64_t(r) * slot;
-      uint8_t* mats[3] = {dst, dst + cuda::align256(s_.mat_bytes[0]),
+      const uint8_t* mats[3];
+      if (s_.streamed) {
+        uint8_t* dst = ring + uint64_t(r) * slot;
+        uint8_t* to[3] = {dst, dst + cuda::align256(s_.mat_bytes[0]),
                           dst + cuda::align256(s_.mat_bytes[0]) + cuda::align256(s_.mat_bytes[1])};
-      // The slot's previous expert (k - kRing) was issued before: wait for it.
-      if (k >= cuda::kRing) cudaStreamWaitEvent(copy_, free_[r], 0);
-      for (int m = 0; m < 3; ++m)
-        pinned_[m].copy(mats[m], s_.host[m] + uint64_t(j) * s_.mat_bytes[m], s_.mat_bytes[m], copy_);
-      cudaEventRecord(ready_[r], copy_);
-
-      cudaStreamWaitEvent(q, ready_[r], 0);
+        // The slot's previous expert (k - kRing) was issued before: wait for it.
+        if (k >= cuda::kRing) cudaStreamWaitEvent(copy_, free_[r], 0);
+        for (int m = 0; m < 3; ++m) {
+          pinned_[m].copy(to[m], s_.host[m] + uint64_t(j) * s_.mat_bytes[m], s_.mat_bytes[m], copy_);
+          mats[m] = to[m];
+        }
+        cudaEventRecord(ready_[r], copy_);
+        cudaStreamWaitEvent(q, ready_[r], 0);
+      } else {
+        for (int m = 0; m < 3; ++m) mats[m] = s_.dev[m] + uint64_t(j) * s_.mat_bytes[m];
+      }
       const int64_t o = counts_[size_t(j)];
       cuda::gather_rows<<<unsigned(c), 256, 0, q>>>(x.f32(), x.cols, d_rows + o, c, xe);
       s_.gate.at(mats[0]).run(xe, s_.n_embd, c, yg, s_.n_ff, nullptr, scratch, q);
@@ -245,15 +265,17 @@ class CudaMoeStreamed final : public Kernel {
       cuda::swiglu_kernel<<<unsigned(cuda::ceil_div(nh, 256)), 256, 0, q>>>(yg, yu, nh, yg);
       s_.down.at(mats[2]).run(yg, s_.n_ff, c, yd, s_.n_embd, nullptr, scratch, q);
       cuda::scatter_rows<<<unsigned(c), 256, 0, q>>>(yd, s_.n_embd, d_pair + o, c, ypairs);
-      cudaEventRecord(free_[r], q);
+      if (s_.streamed) cudaEventRecord(free_[r], q);
       ++k;
     }
     cuda::combine_experts<<<unsigned(n), 256, 0, q>>>(ypairs, wts.f32(), int(nu), s_.n_embd, y.f32());
     cuda::check_launch("cuda.moe_experts (streamed)", a.queue);
-    experts_copied_ += k;
   }
 
-  std::string_view impl() const override { return all_pinned_ ? "streamed-pinned" : "streamed-pageable"; }
+  std::string_view impl() const override {
+    if (!s_.streamed) return "grouped";
+    return all_pinned_ ? "streamed-pinned" : "streamed-pageable";
+  }
 
  private:
   int64_t list_entries() const { return s_.max_rows * s_.nu; }
@@ -266,12 +288,10 @@ class CudaMoeStreamed final : public Kernel {
   cuda::PinnedRange pinned_[3];
   bool all_pinned_ = false;
   std::vector<int64_t> counts_, fill_;
-  int64_t experts_copied_ = 0;
 };
 
-}  // namespace
-
-std::unique_ptr<Kernel> make_cuda_moe_experts_streamed(const CallSpec& s, std::string* error) {
+// Both factories: the contract cuda.moe_experts checks, then the setup.
+std::unique_ptr<Kernel> make_grouped(const CallSpec& s, bool streamed, int64_t max_rows, std::string* error) {
   Binder b(s, error);
   if (!b.check(s.device >= 0, "a CUDA kernel needs a GPU device") || !b.arity(3, 1, 3)) return nullptr;
   const int64_t n_embd = s.in[0].cols, n_ff = s.weights[0].ne[1], ne = s.weights[0].ne[2];
@@ -285,20 +305,22 @@ std::unique_ptr<Kernel> make_cuda_moe_experts_streamed(const CallSpec& s, std::s
   b.out_cols(0, n_embd);
   const std::vector<int64_t> slots = bind_expert_slots(b, ne);
   b.check(b.ints("choices").empty(), "choices (expert deferral) is a CPU experts' param");
-  for (size_t m = 0; m < 3; ++m)
-    b.check(s.weights[m].host != nullptr && s.weights[m].host == s.weights[m].data,
-            "streamed experts read their weights from host memory: weight '", std::string(s.weights[m].name),
-            "' must be the CPU's");
+  if (streamed)
+    for (size_t m = 0; m < 3; ++m)
+      b.check(s.weights[m].host != nullptr && s.weights[m].host == s.weights[m].data,
+              "streamed experts read their weights from host memory: weight '", std::string(s.weights[m].name),
+              "' must be the CPU's");
   if (!b.ok()) return nullptr;
-  CudaMoeStreamed::Setup st;
+  CudaMoeGrouped::Setup st;
   st.device = s.device;
+  st.streamed = streamed;
   st.n_embd = n_embd;
   st.n_ff = n_ff;
   st.nu = s.in[1].cols;
   st.n_held = ne;
-  st.max_rows = std::max<int64_t>(1, s.in[0].max_rows);
+  st.max_rows = std::max<int64_t>(1, max_rows);
   st.slots.assign(slots.begin(), slots.end());
-  // One expert's matrix as MatmulOp sees it; at() points it at a slot.
+  // One expert's matrix as MatmulOp sees it; at() points it at the expert's.
   for (size_t m = 0; m < 3; ++m) {
     WeightView one = s.weights[m];
     one.ne[2] = 1;
@@ -306,13 +328,24 @@ std::unique_ptr<Kernel> make_cuda_moe_experts_streamed(const CallSpec& s, std::s
     cuda::MatmulOp& op = m == 0 ? st.gate : m == 1 ? st.up : st.down;
     if (!op.init(one, st.max_rows, s.rounding, error)) return nullptr;
     st.host[m] = static_cast<const uint8_t*>(s.weights[m].host);
+    st.dev[m] = static_cast<const uint8_t*>(s.weights[m].data);
     st.mat_bytes[m] = s.weights[m].nb[2];
     st.tensor_bytes[m] = s.weights[m].nb[2] * uint64_t(ne);
   }
-  if (!cuda::reserve_workspace(s.device, CudaMoeStreamed::workspace_bytes(st), error)) return nullptr;
-  auto k = std::make_unique<CudaMoeStreamed>(std::move(st));
+  if (!cuda::reserve_workspace(s.device, CudaMoeGrouped::workspace_bytes(st), error)) return nullptr;
+  auto k = std::make_unique<CudaMoeGrouped>(std::move(st));
   if (!k->init(error)) return nullptr;
   return k;
+}
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_cuda_moe_experts_streamed(const CallSpec& s, std::string* error) {
+  return make_grouped(s, true, s.in.empty() ? 1 : s.in[0].max_rows, error);
+}
+
+std::unique_ptr<Kernel> make_cuda_moe_experts_grouped(const CallSpec& s, std::string* error) {
+  return make_grouped(s, false, s.in.empty() ? 1 : s.in[0].max_rows, error);
 }
 
 }  // namespace kt::kern
