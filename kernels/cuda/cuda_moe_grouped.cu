@@ -18,14 +18,19 @@
 // steps of at least its min_tokens.
 //
 // Per step: the router's choices come to the host (the queue is synchronized:
-// prefill only), which groups the pairs by expert. Then, expert after expert,
-// (streamed) a copy stream fills a ring of staging slots on the GPU (gate, up and down
-// matrices of one expert per slot) while the queue computes the expert before:
-// its tokens' rows gathered, gate and up by MatmulOp (int8 vector path up to 48
-// rows, fp16 tensor cores above, as cuda.matmul), SwiGLU, down, each row put at
-// its pair's place; then the weighted sum over each token's choices in choice
-// order, in double, as cuda.moe_experts and the reference do. Events order
-// the two streams: a slot's copy waits until the expert that used it is done.
+// prefill only), which groups the pairs by expert. The experts then go round
+// robin to kLanes streams ("lanes", each with its own buffers), since one
+// expert's GEMMs over tens of rows fill only part of the GPU. A lane gathers
+// the expert's tokens' rows, runs gate and up by MatmulOp (int8 vector path up
+// to 48 rows, fp16 tensor cores above, as cuda.matmul), SwiGLU and down, and
+// puts each row at its pair's place; the queue, after every lane, takes the
+// weighted sum over each token's choices in choice order, in double, as
+// cuda.moe_experts and the reference do. Streamed, a copy stream fills a ring
+// of kRing staging slots (one expert's three matrices each) ahead of the
+// lanes; events order them: a lane waits for its slot's copy, and a slot's
+// next copy waits until the lane that used it is done.
+// Measured on the H100 host (PCIe 55.5 GB/s pinned, 55.1 from the page-locked
+// mapping, 6.5 pageable): kernels/cuda/README.md.
 //
 // The host tensors are page-locked at bind (cudaHostRegister, read-only: the
 // GGUF mapping), so copies are DMA at full PCIe speed; where that fails the
@@ -67,7 +72,11 @@ __global__ void scatter_rows(const float* __restrict__ yd, int64_t cols, const i
   for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) dst[i] = src[i];
 }
 
-constexpr int kRing = 4;  // experts in flight: up to 3 copies ahead of the computation
+// Experts computed at once, each on its own stream with its own buffers: one
+// expert's GEMMs (tens of rows) fill a fraction of the GPU's SMs.
+constexpr int kLanes = 4;
+// Staging slots: the lanes' experts plus copies running ahead of them.
+constexpr int kRing = 2 * kLanes;
 
 uint64_t align256(uint64_t n) { return (n + 255) / 256 * 256; }
 
@@ -139,6 +148,10 @@ class CudaMoeGrouped final : public Kernel {
     for (cudaEvent_t e : free_) cudaEventDestroy(e);
     if (start_) cudaEventDestroy(start_);
     if (copy_) cudaStreamDestroy(copy_);
+    for (cudaStream_t l : lane_)
+      if (l) cudaStreamDestroy(l);
+    for (cudaEvent_t e : lane_done_)
+      if (e) cudaEventDestroy(e);
     if (host_ids_) cudaFreeHost(host_ids_);
   }
 
@@ -151,6 +164,10 @@ class CudaMoeGrouped final : public Kernel {
       if (e == cudaSuccess) e = cudaEventCreateWithFlags(&free_[i], cudaEventDisableTiming);
     }
     if (e == cudaSuccess) e = cudaEventCreateWithFlags(&start_, cudaEventDisableTiming);
+    for (int i = 0; i < cuda::kLanes && e == cudaSuccess; ++i) {
+      e = cudaStreamCreateWithFlags(&lane_[i], cudaStreamNonBlocking);
+      if (e == cudaSuccess) e = cudaEventCreateWithFlags(&lane_done_[i], cudaEventDisableTiming);
+    }
     // ids and weights down, pair lists up: 4 lists of max_rows * nu entries.
     if (e == cudaSuccess) e = cudaMallocHost(&host_ids_, list_bytes() * 4);
     if (e != cudaSuccess) {
@@ -163,17 +180,22 @@ class CudaMoeGrouped final : public Kernel {
     return true;
   }
 
-  // Workspace: the ring, x rows gathered, gate/up/down outputs, the pairs'
-  // outputs, the device pair lists, and MatmulOp's scratch.
+  // Workspace: the ring, the pairs' outputs, the device pair lists, then per
+  // lane x rows gathered, gate/up/down outputs and MatmulOp's scratch.
   static uint64_t slot_bytes(const Setup& s) {
     return cuda::align256(s.mat_bytes[0]) + cuda::align256(s.mat_bytes[1]) + cuda::align256(s.mat_bytes[2]);
   }
-  static uint64_t workspace_bytes(const Setup& s) {
-    const uint64_t r = uint64_t(s.max_rows), pairs = r * uint64_t(s.nu);
-    return (s.streamed ? cuda::kRing * slot_bytes(s) : 0) + cuda::align256(r * s.n_embd * 4) * 2 +
-           cuda::align256(r * s.n_ff * 4) * 2 + cuda::align256(pairs * s.n_embd * 4) + 2 * cuda::align256(pairs * 4) +
-           std::max({s.gate.scratch_bytes(), s.up.scratch_bytes(), s.down.scratch_bytes()});
+  static uint64_t lane_bytes(const Setup& s) {
+    const uint64_t r = uint64_t(s.max_rows);
+    return cuda::align256(r * s.n_embd * 4) * 2 + cuda::align256(r * s.n_ff * 4) * 2 +
+           cuda::align256(std::max({s.gate.scratch_bytes(), s.up.scratch_bytes(), s.down.scratch_bytes()}));
   }
+  static uint64_t shared_bytes(const Setup& s) {
+    const uint64_t pairs = uint64_t(s.max_rows) * uint64_t(s.nu);
+    return (s.streamed ? cuda::kRing * slot_bytes(s) : 0) + cuda::align256(pairs * s.n_embd * 4) +
+           2 * cuda::align256(pairs * 4);
+  }
+  static uint64_t workspace_bytes(const Setup& s) { return shared_bytes(s) + cuda::kLanes * lane_bytes(s); }
 
   void run(const CallArgs& a) override {
     cuda::use_device(s_.device);
@@ -211,18 +233,21 @@ class CudaMoeGrouped final : public Kernel {
     // Workspace layout (workspace_bytes).
     auto* ws = static_cast<uint8_t*>(cuda::workspace(s_.device));
     uint8_t* ring = ws;
-    const uint64_t slot = slot_bytes(s_);
-    auto* xe = reinterpret_cast<float*>(ring + (s_.streamed ? cuda::kRing * slot : 0));
-    auto* yg = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(xe) + cuda::align256(s_.max_rows * s_.n_embd * 4));
-    auto* yu = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(yg) + cuda::align256(s_.max_rows * s_.n_ff * 4));
-    auto* yd = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(yu) + cuda::align256(s_.max_rows * s_.n_ff * 4));
-    const uint64_t pairs_max = uint64_t(s_.max_rows * nu);
-    auto* ypairs =
-        reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(yd) + cuda::align256(s_.max_rows * s_.n_embd * 4));
+    const uint64_t slot = slot_bytes(s_), pairs_max = uint64_t(s_.max_rows * nu);
+    auto* ypairs = reinterpret_cast<float*>(ring + (s_.streamed ? cuda::kRing * slot : 0));
     auto* d_rows =
         reinterpret_cast<int32_t*>(reinterpret_cast<uint8_t*>(ypairs) + cuda::align256(pairs_max * s_.n_embd * 4));
     int32_t* d_pair = d_rows + cuda::align256(pairs_max * 4) / 4;
-    void* scratch = d_pair + cuda::align256(pairs_max * 4) / 4;
+    struct Lane {
+      float *xe, *yg, *yu, *yd;
+      void* scratch;
+    } lanes[cuda::kLanes];
+    for (int l = 0; l < cuda::kLanes; ++l) {
+      uint8_t* b = ws + shared_bytes(s_) + uint64_t(l) * lane_bytes(s_);
+      const uint64_t xb = cuda::align256(s_.max_rows * s_.n_embd * 4), hb = cuda::align256(s_.max_rows * s_.n_ff * 4);
+      lanes[l] = {reinterpret_cast<float*>(b), reinterpret_cast<float*>(b + xb), reinterpret_cast<float*>(b + xb + hb),
+                  reinterpret_cast<float*>(b + xb + 2 * hb), b + 2 * xb + 2 * hb};
+    }
 
     // Pairs whose expert lives elsewhere (hot experts on the GPU) add nothing.
     cudaMemsetAsync(ypairs, 0, uint64_t(np) * s_.n_embd * 4, q);
@@ -230,17 +255,19 @@ class CudaMoeGrouped final : public Kernel {
       cudaMemcpyAsync(d_rows, h_rows, uint64_t(n_pairs) * 4, cudaMemcpyHostToDevice, q);
       cudaMemcpyAsync(d_pair, h_pair, uint64_t(n_pairs) * 4, cudaMemcpyHostToDevice, q);
     }
-    // The copies overwrite workspace the queue's earlier kernels may still read.
-    if (s_.streamed) {
-      cudaEventRecord(start_, q);
-      cudaStreamWaitEvent(copy_, start_, 0);
-    }
+    // Copies and lanes start after the queue's work so far: the lists above,
+    // and earlier kernels that may still read the workspace they overwrite.
+    cudaEventRecord(start_, q);
+    if (s_.streamed) cudaStreamWaitEvent(copy_, start_, 0);
+    for (int l = 0; l < cuda::kLanes; ++l) cudaStreamWaitEvent(lane_[l], start_, 0);
 
     int64_t k = 0;  // experts issued this step
     for (int64_t j = 0; j < s_.n_held; ++j) {
       const int64_t c = counts_[size_t(j) + 1] - counts_[size_t(j)];
       if (c == 0) continue;
       const int r = int(k % cuda::kRing);
+      const Lane& L = lanes[k % cuda::kLanes];
+      cudaStream_t ls = lane_[k % cuda::kLanes];
       const uint8_t* mats[3];
       if (s_.streamed) {
         uint8_t* dst = ring + uint64_t(r) * slot;
@@ -253,23 +280,29 @@ class CudaMoeGrouped final : public Kernel {
           mats[m] = to[m];
         }
         cudaEventRecord(ready_[r], copy_);
-        cudaStreamWaitEvent(q, ready_[r], 0);
+        cudaStreamWaitEvent(ls, ready_[r], 0);
       } else {
         for (int m = 0; m < 3; ++m) mats[m] = s_.dev[m] + uint64_t(j) * s_.mat_bytes[m];
       }
       const int64_t o = counts_[size_t(j)];
-      cuda::gather_rows<<<unsigned(c), 256, 0, q>>>(x.f32(), x.cols, d_rows + o, c, xe);
-      s_.gate.at(mats[0]).run(xe, s_.n_embd, c, yg, s_.n_ff, nullptr, scratch, q);
-      s_.up.at(mats[1]).run(xe, s_.n_embd, c, yu, s_.n_ff, nullptr, scratch, q);
+      cuda::gather_rows<<<unsigned(c), 256, 0, ls>>>(x.f32(), x.cols, d_rows + o, c, L.xe);
+      s_.gate.at(mats[0]).run(L.xe, s_.n_embd, c, L.yg, s_.n_ff, nullptr, L.scratch, ls);
+      s_.up.at(mats[1]).run(L.xe, s_.n_embd, c, L.yu, s_.n_ff, nullptr, L.scratch, ls);
       const int64_t nh = c * s_.n_ff;
-      cuda::swiglu_kernel<<<unsigned(cuda::ceil_div(nh, 256)), 256, 0, q>>>(yg, yu, nh, yg);
-      s_.down.at(mats[2]).run(yg, s_.n_ff, c, yd, s_.n_embd, nullptr, scratch, q);
-      cuda::scatter_rows<<<unsigned(c), 256, 0, q>>>(yd, s_.n_embd, d_pair + o, c, ypairs);
-      if (s_.streamed) cudaEventRecord(free_[r], q);
+      cuda::swiglu_kernel<<<unsigned(cuda::ceil_div(nh, 256)), 256, 0, ls>>>(L.yg, L.yu, nh, L.yg);
+      s_.down.at(mats[2]).run(L.yg, s_.n_ff, c, L.yd, s_.n_embd, nullptr, L.scratch, ls);
+      // Each pair's row is written by its expert's lane only.
+      cuda::scatter_rows<<<unsigned(c), 256, 0, ls>>>(L.yd, s_.n_embd, d_pair + o, c, ypairs);
+      if (s_.streamed) cudaEventRecord(free_[r], ls);
       ++k;
     }
+    // The weighted sum waits for every lane.
+    for (int l = 0; l < cuda::kLanes; ++l) {
+      cudaEventRecord(lane_done_[l], lane_[l]);
+      cudaStreamWaitEvent(q, lane_done_[l], 0);
+    }
     cuda::combine_experts<<<unsigned(n), 256, 0, q>>>(ypairs, wts.f32(), int(nu), s_.n_embd, y.f32());
-    cuda::check_launch("cuda.moe_experts (streamed)", a.queue);
+    cuda::check_launch("cuda.moe_experts (grouped)", a.queue);
   }
 
   std::string_view impl() const override {
@@ -284,6 +317,8 @@ class CudaMoeGrouped final : public Kernel {
   Setup s_;
   cudaStream_t copy_ = nullptr;
   cudaEvent_t ready_[cuda::kRing] = {}, free_[cuda::kRing] = {}, start_ = nullptr;
+  cudaStream_t lane_[cuda::kLanes] = {};
+  cudaEvent_t lane_done_[cuda::kLanes] = {};
   int32_t* host_ids_ = nullptr;
   cuda::PinnedRange pinned_[3];
   bool all_pinned_ = false;

@@ -10,8 +10,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <cstring>
 #include <functional>
 #include <sstream>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "kernels/cuda/cuda_attention.cuh"
 #include "kernels/cuda/cuda_context.h"
@@ -79,6 +84,49 @@ TEST(CudaBench, A_HbmCopyBandwidth) {
   cudaStreamDestroy(s);
   cudaFree(x);
   cudaFree(y);
+}
+
+// Host to device over PCIe, what streamed experts (cuda_moe_grouped.cu) pay:
+// from pinned memory, from a read-only file mapping page-locked as the
+// streamed kernel locks the GGUF's, and from pageable memory.
+TEST(CudaBench, A_PcieHostToDevice) {
+  KT_REQUIRE_GPU();
+  const size_t bytes = size_t(512) << 20;
+  void* dev = nullptr;
+  KT_CUDA_OK(cudaMalloc(&dev, bytes));
+  cudaStream_t s;
+  cudaStreamCreate(&s);
+  auto gbs = [&](const void* src) {
+    const double ms = time_ms(s, [&](int) { cudaMemcpyAsync(dev, src, bytes, cudaMemcpyHostToDevice, s); }, 4, 5);
+    return double(bytes) / (ms * 1e-3) / 1e9;
+  };
+  void* pinned = nullptr;
+  KT_CUDA_OK(cudaMallocHost(&pinned, bytes));
+  std::memset(pinned, 1, bytes);
+  const double g_pinned = gbs(pinned);
+  cudaFreeHost(pinned);
+  std::vector<uint8_t> pageable(bytes, 1);
+  const double g_pageable = gbs(pageable.data());
+  // A file mapping, as the executor maps the GGUF.
+  char path[] = "/tmp/kt-pcie-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(write(fd, pageable.data(), bytes), ssize_t(bytes));
+  void* map = mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
+  ASSERT_NE(map, MAP_FAILED);
+  const cudaError_t reg = cudaHostRegister(map, bytes, cudaHostRegisterPortable | cudaHostRegisterReadOnly);
+  EXPECT_EQ(reg, cudaSuccess) << "page-locking a read-only file mapping: " << cudaGetErrorString(reg);
+  const double g_mapped = reg == cudaSuccess ? gbs(map) : 0.0;
+  if (reg == cudaSuccess) cudaHostUnregister(map);
+  munmap(map, bytes);
+  close(fd);
+  unlink(path);
+  char line[160];
+  std::snprintf(line, sizeof line, "PCIe host->device: pinned %.1f GB/s, page-locked file mapping %.1f, pageable %.1f\n",
+                g_pinned, g_mapped, g_pageable);
+  table() << line;
+  cudaStreamDestroy(s);
+  cudaFree(dev);
 }
 
 struct Mat {
