@@ -40,4 +40,23 @@ std::vector<int64_t> bind_expert_slots(Binder& b, int64_t n_held) {
   return slots;
 }
 
+bool bind_moe_experts(Binder& b, const CallSpec& s, MoeExpertsShape* out) {
+  if (!b.arity(3, 1, 3)) return false;
+  const int64_t n_embd = s.in[0].cols, n_ff = s.weights[0].ne[1], ne = s.weights[0].ne[2];
+  b.weight_shape(0, n_embd, n_ff, ne);
+  b.weight_shape(1, n_embd, n_ff, ne);
+  b.weight_shape(2, n_ff, n_embd, ne);
+  b.in_type(0, GgmlType::F32);
+  b.in_type(1, GgmlType::I32);
+  b.in_type(2, GgmlType::F32);
+  b.in_cols(2, s.in[1].cols);
+  b.out_cols(0, n_embd);
+  out->slots = bind_expert_slots(b, ne);
+  out->n_embd = n_embd;
+  out->n_ff = n_ff;
+  out->n_held = ne;
+  out->n_used = s.in[1].cols;
+  return b.ok();
+}
+
 }  // namespace kt::kern

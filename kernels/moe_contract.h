@@ -21,4 +21,14 @@ bool bind_moe_gate(Binder& b, const CallSpec& s, cpu::ref::MoeRouting* r);
 // slices: each entry -1 or a slice, at most 2^20 entries. Empty when absent.
 std::vector<int64_t> bind_expert_slots(Binder& b, int64_t n_held);
 
+// moe_experts: inputs x F32 [n_embd], ids I32 and weights F32 of n_used
+// columns; gate and up [n_embd, n_ff, n_held], down [n_ff, n_embd, n_held];
+// the output [n_embd]; the optional expert_slots. Fills the shape; false (with
+// the Binder's error) when a check fails. `choices` is each factory's.
+struct MoeExpertsShape {
+  int64_t n_embd = 0, n_ff = 0, n_held = 0, n_used = 0;
+  std::vector<int64_t> slots;
+};
+bool bind_moe_experts(Binder& b, const CallSpec& s, MoeExpertsShape* out);
+
 }  // namespace kt::kern

@@ -277,18 +277,12 @@ std::unique_ptr<Kernel> make_cpu_moe_gate(const CallSpec& s, std::string* error)
 
 std::unique_ptr<Kernel> make_cpu_moe_experts(const CallSpec& s, std::string* error) {
   Binder b(s, error);
-  if (!b.arity(3, 1, 3) || !b.weight_computable(0) || !b.weight_computable(1) || !b.weight_computable(2))
+  MoeExpertsShape shape;
+  if (!bind_moe_experts(b, s, &shape) || !b.weight_computable(0) || !b.weight_computable(1) ||
+      !b.weight_computable(2))
     return nullptr;
-  const int64_t n_embd = s.in[0].cols, n_ff = s.weights[0].ne[1], ne = s.weights[0].ne[2];
-  b.weight_shape(0, n_embd, n_ff, ne);
-  b.weight_shape(1, n_embd, n_ff, ne);
-  b.weight_shape(2, n_ff, n_embd, ne);
-  b.in_type(1, GgmlType::I32);
-  b.in_type(2, GgmlType::F32);
-  b.in_cols(2, s.in[1].cols);
-  b.out_cols(0, n_embd);
-  std::vector<int64_t> v = bind_expert_slots(b, ne), choices = b.ints("choices");
-  const int64_t nu = s.in[1].cols;
+  std::vector<int64_t> v = std::move(shape.slots), choices = b.ints("choices");
+  const int64_t nu = shape.n_used;
   if (!choices.empty())
     b.check(choices.size() == 2 && choices[0] >= 0 && choices[0] < choices[1] && choices[1] <= nu,
             "choices must be [begin, end) within the ", nu, " used experts");

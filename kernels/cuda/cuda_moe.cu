@@ -351,18 +351,12 @@ std::unique_ptr<Kernel> make_cuda_moe_gate(const CallSpec& s, std::string* error
 
 std::unique_ptr<Kernel> make_cuda_moe_experts(const CallSpec& s, std::string* error) {
   Binder b(s, error);
-  if (!b.check(s.device >= 0, "a CUDA kernel needs a GPU device") || !b.arity(3, 1, 3)) return nullptr;
+  if (!b.check(s.device >= 0, "a CUDA kernel needs a GPU device")) return nullptr;
   if (b.i("streamed", 0) != 0) return make_cuda_moe_experts_streamed(s, error);
-  const int64_t n_embd = s.in[0].cols, n_ff = s.weights[0].ne[1], ne = s.weights[0].ne[2];
-  b.weight_shape(0, n_embd, n_ff, ne);
-  b.weight_shape(1, n_embd, n_ff, ne);
-  b.weight_shape(2, n_ff, n_embd, ne);
-  b.in_type(0, GgmlType::F32);
-  b.in_type(1, GgmlType::I32);
-  b.in_type(2, GgmlType::F32);
-  b.in_cols(2, s.in[1].cols);
-  b.out_cols(0, n_embd);
-  const std::vector<int64_t> slots = bind_expert_slots(b, ne);
+  MoeExpertsShape shape;
+  if (!bind_moe_experts(b, s, &shape)) return nullptr;
+  const int64_t n_embd = shape.n_embd, n_ff = shape.n_ff, ne = shape.n_held;
+  const std::vector<int64_t>& slots = shape.slots;
   b.check(b.ints("choices").empty(), "choices (expert deferral) is a CPU experts' param");
   if (!b.ok()) return nullptr;
   CudaMoeExperts::Setup st;

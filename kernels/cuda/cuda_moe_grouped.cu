@@ -328,17 +328,8 @@ class CudaMoeGrouped final : public Kernel {
 // Both factories: the contract cuda.moe_experts checks, then the setup.
 std::unique_ptr<Kernel> make_grouped(const CallSpec& s, bool streamed, int64_t max_rows, std::string* error) {
   Binder b(s, error);
-  if (!b.check(s.device >= 0, "a CUDA kernel needs a GPU device") || !b.arity(3, 1, 3)) return nullptr;
-  const int64_t n_embd = s.in[0].cols, n_ff = s.weights[0].ne[1], ne = s.weights[0].ne[2];
-  b.weight_shape(0, n_embd, n_ff, ne);
-  b.weight_shape(1, n_embd, n_ff, ne);
-  b.weight_shape(2, n_ff, n_embd, ne);
-  b.in_type(0, GgmlType::F32);
-  b.in_type(1, GgmlType::I32);
-  b.in_type(2, GgmlType::F32);
-  b.in_cols(2, s.in[1].cols);
-  b.out_cols(0, n_embd);
-  const std::vector<int64_t> slots = bind_expert_slots(b, ne);
+  MoeExpertsShape shape;
+  if (!b.check(s.device >= 0, "a CUDA kernel needs a GPU device") || !bind_moe_experts(b, s, &shape)) return nullptr;
   b.check(b.ints("choices").empty(), "choices (expert deferral) is a CPU experts' param");
   if (streamed)
     for (size_t m = 0; m < 3; ++m)
@@ -346,15 +337,16 @@ std::unique_ptr<Kernel> make_grouped(const CallSpec& s, bool streamed, int64_t m
               "streamed experts read their weights from host memory: weight '", std::string(s.weights[m].name),
               "' must be the CPU's");
   if (!b.ok()) return nullptr;
+  const int64_t ne = shape.n_held;
   CudaMoeGrouped::Setup st;
   st.device = s.device;
   st.streamed = streamed;
-  st.n_embd = n_embd;
-  st.n_ff = n_ff;
-  st.nu = s.in[1].cols;
+  st.n_embd = shape.n_embd;
+  st.n_ff = shape.n_ff;
+  st.nu = shape.n_used;
   st.n_held = ne;
   st.max_rows = std::max<int64_t>(1, max_rows);
-  st.slots.assign(slots.begin(), slots.end());
+  st.slots.assign(shape.slots.begin(), shape.slots.end());
   // One expert's matrix as MatmulOp sees it; at() points it at the expert's.
   for (size_t m = 0; m < 3; ++m) {
     WeightView one = s.weights[m];
