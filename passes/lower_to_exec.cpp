@@ -136,13 +136,15 @@ class Lowering {
 // the layer's expert bytes over PCIe (n_expert * bytes_e / P) whatever the
 // step's length, while the CPU's cost grows with it (n * n_used * 2 * values_e
 // / C flops). They meet at n = (n_expert / n_used) * (bytes per value / 2) *
-// C / P. P: pinned host-to-device copies on the device machine's H100 (~55
-// GB/s measured, 50 taken); C: its 16-core Xeon's AMX expert GEMMs at 512
-// tokens (1.47 TFLOP/s measured, kernels/cpu/README.md). V2-Lite (64 experts,
-// 6 used, Q4_K/Q6_K): ~100 tokens; V3 (256, 8): ~280. Never below 32 tokens
+// C / P. P: pinned host-to-device copies on the device machine's H100 (55.5
+// GB/s measured, 50 taken); C: its 16-core Xeon's AMX expert GEMMs at short
+// steps (0.91 TFLOP/s measured at 128 tokens, kernels/cpu/README.md). V2-Lite
+// (64 experts, 6 used, Q4_K/Q6_K): ~70 tokens, where kt-bench e2e under
+// uniform routing measured the crossover between 64 (CPU 287 tok/s, streamed
+// 279) and 128 (359, 516); V3 (256, 8): ~190. Never below 32 tokens
 // (llama.cpp offloads a CPU weight's product from 32 rows).
 int64_t Lowering::auto_stream_tokens() {
-  constexpr double kPcieBytesPerS = 50e9, kCpuFlopsPerS = 1.5e12;
+  constexpr double kPcieBytesPerS = 50e9, kCpuFlopsPerS = 0.9e12;
   int64_t best = 0;
   model_->walk([&](ir::MoeOp m) {
     auto gate = llvm::dyn_cast_or_null<ir::MoeGateOp>(child(m, "gate").getOperation());
