@@ -4,8 +4,9 @@
 // Decode of a MoE model with its experts on the CPU reads, per token, every
 // CPU weight that is not an expert once, plus the active experts' weights:
 // bytes per token / triad bandwidth is the decode limit. The active experts
-// come from the routing actually taken (RoutingStats: distinct experts per
-// layer per step), and the run is repeated with routing forced at random,
+// come from the routing actually taken (distinct experts of the CPU's share
+// per layer per step: hot experts a plan holds on the GPU are not counted),
+// and the run is repeated with routing forced at random,
 // which defeats the L3 cache random weights would otherwise enjoy
 // (../shared/PEERS.md, "Routing and caches"): uniformly by default, or with the
 // skew of real models (--routing zipf:S, profile:FILE) that hot-expert
@@ -38,6 +39,38 @@ double seconds(Clock::time_point t0) { return std::chrono::duration<double>(Cloc
 struct Bytes {
   double dense = 0;                    // CPU weights every decode step reads (all but routed experts)
   std::map<int, double> per_expert;    // layer -> bytes of one routed expert on the CPU
+  std::map<int, std::vector<bool>> gpu_held;  // layer -> experts the GPU holds (kt-place-experts)
+};
+
+// Distinct experts each decode step chooses from the CPU's share, per layer:
+// the experts a step reads from DRAM. A hot expert the plan holds on the GPU
+// (its CPU call's expert_slots entry is -1) is not CPU traffic.
+class CpuExpertsPerStep final : public kern::RoutingHook {
+ public:
+  explicit CpuExpertsPerStep(const std::map<int, std::vector<bool>>& gpu_held) : gpu_held_(gpu_held) {}
+  void set_decode(bool decode) { decode_ = decode; }
+  void on_route(kern::RouteEvent& e) override {
+    if (!decode_ || !e.step) return;
+    const auto held = gpu_held_.find(e.layer);
+    std::vector<bool> seen(size_t(e.n_expert), false);
+    uint64_t distinct = 0;
+    for (int64_t i = 0; i < e.step->n_tokens * e.n_used; ++i) {
+      const int32_t id = e.ids[i];
+      if (id < 0 || id >= e.n_expert || seen[size_t(id)]) continue;
+      seen[size_t(id)] = true;
+      if (held == gpu_held_.end() || size_t(id) >= held->second.size() || !held->second[size_t(id)]) ++distinct;
+    }
+    auto& [sum, steps] = per_layer_[e.layer];
+    sum += distinct;
+    ++steps;
+  }
+  // layer -> (sum over decode steps of distinct CPU experts, decode steps)
+  const std::map<int, std::pair<uint64_t, uint64_t>>& per_layer() const { return per_layer_; }
+
+ private:
+  const std::map<int, std::vector<bool>>& gpu_held_;
+  bool decode_ = false;
+  std::map<int, std::pair<uint64_t, uint64_t>> per_layer_;
 };
 
 // What one decode step reads from CPU memory, from the plan: every CPU weight
@@ -51,6 +84,13 @@ Bytes cpu_bytes(const Executor& ex) {
     for (const plan::Call* c : *ph->calls()) {
       if (p.devices()->Get(uint32_t(c->device()))->kind() != plan::DeviceKind::CPU || !c->weights()) continue;
       const bool experts = c->kernel()->str().ends_with("moe_experts");
+      if (experts && c->params())
+        for (const plan::Param* prm : *c->params())
+          if (prm->key() && prm->key()->str() == "expert_slots" && prm->ints()) {
+            std::vector<bool>& held = b.gpu_held[c->layer()];
+            held.assign(prm->ints()->size(), false);
+            for (uint32_t e = 0; e < prm->ints()->size(); ++e) held[e] = prm->ints()->Get(e) < 0;
+          }
       for (int w : *c->weights()) {
         if (seen[size_t(w)]) continue;
         seen[size_t(w)] = true;
@@ -76,7 +116,7 @@ struct RunResult {
 // stays on the GPU instead of handing its logits to the host each layer.
 RunResult run_once(Executor& ex, const Bytes& bytes, int64_t n_prompt, int64_t n_gen,
                    const RoutingDistribution* forced_by, uint64_t seed, bool hooks = true) {
-  RoutingStats stats;
+  CpuExpertsPerStep stats(bytes.gpu_held);
   ForcedRouting forced(forced_by ? *forced_by : RoutingDistribution{}, seed);
   RoutingChain chain;
   if (forced_by) chain.add(&forced);
@@ -120,10 +160,10 @@ RunResult run_once(Executor& ex, const Bytes& bytes, int64_t n_prompt, int64_t n
   }
   r.prefill_tps = double(n_prompt) / t_prefill;
   r.decode_tps = double(n_gen) / t_decode;
-  for (const auto& [layer, L] : stats.layers()) {
+  for (const auto& [layer, ds] : stats.per_layer()) {
     auto it = bytes.per_expert.find(layer);
-    if (it != bytes.per_expert.end() && L.decode_steps)
-      r.expert_bytes_per_token += it->second * double(L.distinct_in_steps) / double(L.decode_steps);
+    if (it != bytes.per_expert.end() && ds.second)
+      r.expert_bytes_per_token += it->second * double(ds.first) / double(ds.second);
   }
   r.bytes_per_token = bytes.dense + r.expert_bytes_per_token;
   return r;
