@@ -155,6 +155,9 @@ def LowerToExec : Pass<"kt-lower", "::mlir::ModuleOp"> {
            "layer's attention (KTransformers' expert deferral; changes results slightly; 0: off)">,
     Option<"deferExpertsPrefill", "defer-experts-prefill", "int64_t", /*default=*/"0",
            "the same for prefill">,
+    Option<"ubatchLong", "ubatch-long", "int64_t", /*default=*/"2048",
+           "prompt tokens per prefill.long step (at most ctx): streamed experts cross PCIe once per step, "
+           "so long steps amortize them">,
     Option<"streamExperts", "stream-experts", "int64_t", /*default=*/"0",
            "prefill steps of at least this many tokens compute the routed experts placed on the CPU on "
            "the MoE block's GPU, copying their weights over (a phase prefill.long); 0: never; -1: from "

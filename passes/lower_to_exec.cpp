@@ -604,6 +604,7 @@ mlir::LogicalResult Lowering::run() {
     return fail(root, "kv-type '" + o_.kvType + "' is not F16, BF16 or F32");
   if (o_.ctx < 1 || o_.ubatch < 1 || o_.maxBatch < 1)
     return fail(root, "ctx, ubatch and max-batch must be positive");
+  if (o_.ubatchLong < 1) return fail(root, "ubatch-long must be positive");
 
   // The GGUF file: its size and fingerprint (a changed file is refused at
   // load), and its chat template.
@@ -653,9 +654,14 @@ mlir::LogicalResult Lowering::run() {
   const int64_t stream_from = o_.streamExperts < 0 ? auto_stream_tokens() : o_.streamExperts;
   Phase prefill{"prefill", true, {}}, prefill_long{"prefill.long", true, {}, true}, decode{"decode", false, {}};
   for (Phase* ph : {&prefill, &prefill_long, &decode}) {
+    // prefill.long takes over from min_tokens (at most ubatch, so every step
+    // length has a phase) up to its own, longer steps.
     if (ph->streamed && (stream_from <= 0 || stream_from > o_.ubatch)) continue;
+    const int64_t max_tokens = !ph->prefill ? o_.maxBatch
+                               : ph->streamed ? std::max(o_.ubatch, std::min(o_.ubatchLong, o_.ctx))
+                                              : o_.ubatch;
     b_.setInsertionPointToEnd(&plan_.getBody().front());
-    ph->op = exec::PhaseOp::create(b_, model_.getLoc(), ph->name, ph->prefill ? o_.ubatch : o_.maxBatch, "",
+    ph->op = exec::PhaseOp::create(b_, model_.getLoc(), ph->name, max_tokens, "",
                                    ph->streamed ? b_.getI64IntegerAttr(stream_from) : mlir::IntegerAttr());
     ph->op.getBody().emplaceBlock();
     if (!first_phase_) first_phase_ = ph->op;
@@ -695,7 +701,7 @@ class LowerToExecPass : public impl::LowerToExecBase<LowerToExecPass> {
       return signalPassFailure();
     }
     LowerToExecOptions o{gguf, ggufRef, ctx, ubatch, maxBatch, kvType, deferExperts, deferExpertsPrefill,
-                         streamExperts};
+                         ubatchLong, streamExperts};
     Lowering l(models.front(), o);
     if (mlir::failed(l.run())) signalPassFailure();
   }

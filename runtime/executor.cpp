@@ -689,6 +689,17 @@ Status Executor::Impl::bind_calls() {
     return err(plan.path(), ": plan has prefill variants but no prefill phase for short steps");
   std::sort(prefill_variants.begin(), prefill_variants.end(),
             [&](int a, int b) { return phases[size_t(a)].min_tokens < phases[size_t(b)].min_tokens; });
+  // Every step length up to the longest prefill phase has a phase.
+  if (!prefill_variants.empty()) {
+    int64_t covered = phases[size_t(prefill)].max_tokens;
+    for (int v : prefill_variants) {
+      const BoundPhase& ph = phases[size_t(v)];
+      if (ph.min_tokens > covered + 1)
+        return err(plan.path(), ": phase ", printable(ph.name), " starts at ", ph.min_tokens,
+                   " tokens, past the ", covered, " the phases before it take");
+      covered = std::max(covered, ph.max_tokens);
+    }
+  }
   if (prefill < 0) prefill = decode;
   if (decode < 0) decode = prefill;
   return ok_status();
@@ -768,6 +779,11 @@ int64_t Executor::n_ctx() const { return p_->n_ctx; }
 int Executor::n_slots() const { return p_->options.n_slots; }
 int Executor::n_threads() const { return p_->pool->n_threads(); }
 int64_t Executor::max_tokens(PhaseKind phase) const {
+  if (phase == PhaseKind::Prefill && !p_->prefill_variants.empty()) {
+    int64_t m = p_->phases[size_t(p_->prefill)].max_tokens;
+    for (int v : p_->prefill_variants) m = std::max(m, p_->phases[size_t(v)].max_tokens);
+    return m;
+  }
   return p_->phases[size_t(phase == PhaseKind::Prefill ? p_->prefill : p_->decode)].max_tokens;
 }
 void Executor::set_routing_hook(kern::RoutingHook* hook) { p_->routing = hook; }

@@ -66,7 +66,8 @@ class Executor {
   int64_t n_ctx() const;
   int n_slots() const;
   int n_threads() const;
-  // Tokens one step of the phase may hold (all sequences together).
+  // Tokens one step of the phase may hold (all sequences together; prefill:
+  // its longest variant, e.g. prefill.long).
   int64_t max_tokens(PhaseKind phase) const;
   // What each kernel bind chose ("cpu.matmul: avx512-vnni x 120, reference x 3"), for --verbose.
   std::string kernel_summary() const;

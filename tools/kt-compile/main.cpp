@@ -47,6 +47,9 @@ static cl::opt<int64_t> ctx("ctx", cl::init(4096), cl::desc("context tokens the 
 static cl::opt<int64_t> prefill_len("prefill-len", cl::init(512),
                                     cl::desc("prompt tokens per prefill, for arithmetic intensity"));
 static cl::opt<int64_t> ubatch("ubatch", cl::init(512), cl::desc("prompt tokens per prefill step"));
+static cl::opt<int64_t> ubatch_long("ubatch-long", cl::init(2048),
+                                    cl::desc("prompt tokens per prefill step that streams experts to the GPU "
+                                             "(--stream-experts; at most --ctx): they cross PCIe once per step"));
 static cl::opt<int64_t> max_batch("max-batch", cl::init(32),
                                   cl::desc("tokens per decode step, all sequences together (kt-serve --parallel)"));
 static cl::opt<std::string> kv_type("kv-type", cl::init("f16"), cl::value_desc("f16|bf16|f32"),
@@ -107,7 +110,8 @@ int main(int argc, char** argv) {
   if (kv != "F16" && kv != "BF16" && kv != "F32") return fail("--kv-type=" + kv_type + ": expected f16, bf16 or f32");
   if (mla != "auto" && mla != "absorbed" && mla != "decompressed")
     return fail("--mla=" + mla + ": expected auto, absorbed or decompressed");
-  if (ctx < 0 || ubatch < 1 || max_batch < 1) return fail("--ctx must not be negative, --ubatch and --max-batch must be positive");
+  if (ctx < 0 || ubatch < 1 || max_batch < 1 || ubatch_long < 1)
+    return fail("--ctx must not be negative, --ubatch, --ubatch-long and --max-batch must be positive");
   auto mem = kt::rules::parse_size(gpu_mem);
   if (!mem) return fail("--gpu-mem: " + mem.error().message);
   if (gpus < 1) return fail("--gpus must be at least 1");
@@ -196,7 +200,7 @@ int main(int argc, char** argv) {
   mlir::PassManager lower(&context);
   lower.addPass(kt::createLowerToExec(kt::LowerToExecOptions{
       model_path, gguf_ref(model_path, emit.empty() ? output.getValue() : std::string()), ctx, ubatch, max_batch, kv,
-      defer_experts, defer_experts_prefill, stream_from}));
+      defer_experts, defer_experts_prefill, ubatch_long, stream_from}));
   lower.addPass(kt::createInsertTransfers());
   lower.addPass(kt::createPlanMemory());
   if (mlir::failed(lower.run(module.value().get()))) return 1;
