@@ -48,11 +48,18 @@ std::string regex_cost_problem(std::string_view p) {
     const char c = p[i];
     bool quantifier = false, repeating = false, is_unbounded = false;
     switch (c) {
-      case '\\':
+      case '\\': {
         ++i;  // an escaped character is one atom
+        // A backreference \N: std::regex reads N into an int, unchecked
+        // (fuzz_rules: \8888888888888888888 overflowed inside libstdc++).
+        size_t j = i;
+        while (j < p.size() && std::isdigit(static_cast<unsigned char>(p[j]))) ++j;
+        if (j - i > 3)
+          return "the backreference \\" + std::string(p.substr(i, j - i)) + " names no group (at most 3 digits)";
         last_atom = {};
         have_atom = true;
         continue;
+      }
       case '[': {  // a class is one atom: skip to its closing ']'
         size_t j = i + 1;
         if (j < p.size() && p[j] == '^') ++j;

@@ -134,6 +134,19 @@ TEST(RuleFile, RegexCostBoundKeepsRealPatterns) {
   EXPECT_NE(rules::regex_cost_problem("^(m|o|d|e|l|\\.|[a-z0-9_])*$"), "");
 }
 
+// fuzz_rules' finding: std::regex reads a backreference's number into an int
+// without a check (UBSan: signed overflow inside libstdc++). A backreference
+// of more than 3 digits names no group: refused before std::regex sees it.
+TEST(RuleFile, HugeBackreferenceIsRefusedInOneLine) {
+  EXPECT_NE(rules::regex_cost_problem("(a)\\8888888888888888888"), "");
+  EXPECT_EQ(rules::regex_cost_problem("(a)\\1"), "");
+  auto f = parse_rule_file("- match: {name: \"(a)\\\\8888888888888888888\"}\n  replace: {class: default}\n", "r.yaml");
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.error().message.find("r.yaml:1:"), std::string::npos) << f.error().message;
+  EXPECT_NE(f.error().message.find("backreference"), std::string::npos) << f.error().message;
+  EXPECT_EQ(f.error().message.find('\n'), std::string::npos);
+}
+
 TEST(AliasTable, UnknownAndUnsupportedNamesAreErrorsAtTheirLine) {
   const AliasTable& t = AliasTable::builtin();
   std::vector<std::string> warnings;
