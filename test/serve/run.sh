@@ -67,7 +67,10 @@ case "$cmd" in
     mkdir -p "$out"
     export KT_SERVE_OUT=$out
     name=${file%.test.mjs}
-    log=$out/$name.server.log
+    # Per run (the pid): the serve_tools_* entries share a test file and run
+    # side by side under ctest -j; with one log each read the other's URL and
+    # lost its server when the other stopped (CI: "premature close").
+    log=$out/$name.$$.server.log
     "$serve" "$plan" --host 127.0.0.1 --port 0 "$@" >"$log.stdout" 2>"$log" &
     pid=$!
     stop_server() {
