@@ -168,8 +168,9 @@ class CudaMoeGrouped final : public Kernel {
       e = cudaStreamCreateWithFlags(&lane_[i], cudaStreamNonBlocking);
       if (e == cudaSuccess) e = cudaEventCreateWithFlags(&lane_done_[i], cudaEventDisableTiming);
     }
-    // ids and weights down, pair lists up: 4 lists of max_rows * nu entries.
-    if (e == cudaSuccess) e = cudaMallocHost(&host_ids_, list_bytes() * 4);
+    // The ids down, the two pair lists (rows, pair indices) up: 3 lists of
+    // max_rows * nu entries (run()'s h_ids, h_rows, h_pair).
+    if (e == cudaSuccess) e = cudaMallocHost(&host_ids_, list_bytes() * 3);
     if (e != cudaSuccess) {
       *error = "streamed experts: " + cuda::error_text(int(e));
       return false;
