@@ -11,7 +11,8 @@
 //   FFN_{ids[t][k]}(x[t]) with in[0] x, in[1] ids, in[2] weights and
 //   weights[0..2] gate/up/down_exps (ggml [n_in, n_out, n_expert]).
 //   Fast path, the fused MoE operator: the step's tokens are grouped by
-//   expert; each active expert's rows are quantized once, then work items
+//   expert; each active expert's rows are quantized once (with AMX also laid
+//   out once as the tiles' activations, matmul_q.h tile_acts), then work items
 //   (expert, block of rows) of gate+up (with SiLU-GLU) and then of down are
 //   taken by the threads from a shared counter, so experts with more tokens
 //   and slower cores balance out; each weight byte of an active expert is read
@@ -23,6 +24,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/matmul_q.h"
 #include "kernels/cpu/ops_ref.h"
+#include "kernels/cpu/vec_f32.h"
 #include "kernels/cpu/work_split.h"
 #include "kernels/kernel_bind.h"
 #include "kernels/moe_contract.h"
@@ -206,6 +208,37 @@ class MoeExpertsFast final : public Kernel {
       if (!same_act_) cpu::quantize_acts(u.type, xr, n_embd, 1, n_embd, xq_up + size_t(r) * arb_up);
     });
 
+    // With AMX, each expert's rows are laid out once as the tiles' activations
+    // (else every (expert, block of rows) call below would gather them again).
+    const size_t tiles_gate = tile_offsets(g.type, n_embd, tile_gate_);
+    const size_t tiles_up = same_act_ ? 0 : tile_offsets(u.type, n_embd, tile_up_);
+    const size_t tiles_down = tile_offsets(d.type, n_ff, tile_down_);
+    auto* tg = static_cast<uint8_t*>(scratch(5, tiles_gate));
+    auto* tu = same_act_ ? tg : static_cast<uint8_t*>(scratch(6, tiles_up));
+    auto* td = static_cast<uint8_t*>(scratch(7, tiles_down));
+    if (tiles_gate + tiles_up > 0)
+      for_each_item(*a.par, int64_t(active_.size()), par, [&](int64_t i, int) {
+        const int32_t e = active_[size_t(i)];
+        const int64_t r0 = count_[size_t(e)], m = count_[size_t(e) + 1] - r0;
+        if (tile_gate_[size_t(e)] != kNoTiles)
+          cpu::tile_acts(g.type, xq_gate + size_t(r0) * arb_gate, n_embd, m, tg + tile_gate_[size_t(e)]);
+        if (!same_act_ && tile_up_[size_t(e)] != kNoTiles)
+          cpu::tile_acts(u.type, xq_up + size_t(r0) * arb_up, n_embd, m, tu + tile_up_[size_t(e)]);
+      });
+    const std::vector<size_t>& tile_up = same_act_ ? tile_gate_ : tile_up_;
+    // One matrix of expert e over its rows r0.. (m of them) and outputs [o0, o1).
+    auto product = [&](const WeightView& wv, int32_t e, const uint8_t* xq, size_t arb, const uint8_t* tiles,
+                       const std::vector<size_t>& off, int64_t n_in, float* out, int64_t n_out, int64_t o0,
+                       int64_t o1) {
+      const int64_t r0 = count_[size_t(e)], m = count_[size_t(e) + 1] - r0;
+      if (off[size_t(e)] != kNoTiles)
+        cpu::matmul_q_tiled(wv.type, wv.mat(e), wv.row_bytes(), n_in, tiles + off[size_t(e)], m, out + r0 * n_out,
+                            n_out, o0, o1);
+      else
+        cpu::matmul_q(wv.type, wv.mat(e), wv.row_bytes(), n_in, xq + size_t(r0) * arb, m, out + r0 * n_out, n_out,
+                      o0, o1);
+    };
+
     // gate + up + SiLU-GLU over (expert, block of n_ff rows).
     const int64_t ff_block = block_rows(n_ff, a.par->n_threads());
     const int64_t ff_blocks = (n_ff + ff_block - 1) / ff_block;
@@ -215,26 +248,29 @@ class MoeExpertsFast final : public Kernel {
       const int32_t e = active_[size_t(item / ff_blocks)];
       const int64_t r0 = count_[size_t(e)], m = count_[size_t(e) + 1] - r0;
       const int64_t o0 = (item % ff_blocks) * ff_block, o1 = std::min(n_ff, o0 + ff_block);
-      cpu::matmul_q(g.type, g.mat(e), g.row_bytes(), n_embd, xq_gate + size_t(r0) * arb_gate, m,
-                    gate_out + r0 * n_ff, n_ff, o0, o1);
-      cpu::matmul_q(u.type, u.mat(e), u.row_bytes(), n_embd, xq_up + size_t(r0) * arb_up, m, up_out + r0 * n_ff,
-                    n_ff, o0, o1);
+      product(g, e, xq_gate, arb_gate, tg, tile_gate_, n_embd, gate_out, n_ff, o0, o1);
+      product(u, e, xq_up, arb_up, tu, tile_up, n_embd, up_out, n_ff, o0, o1);
       for (int64_t r = r0; r < r0 + m; ++r)
-        ref::silu_glu(gate_out + r * n_ff + o0, up_out + r * n_ff + o0, o1 - o0, gate_out + r * n_ff + o0);
+        vec::silu_mul(gate_out + r * n_ff + o0, up_out + r * n_ff + o0, o1 - o0, gate_out + r * n_ff + o0);
     });
     for_each_item(*a.par, rows, par, [&](int64_t r, int) {
       cpu::quantize_acts(d.type, gate_out + r * n_ff, n_ff, 1, n_ff, hq + size_t(r) * arb_down);
     });
+    if (tiles_down > 0)
+      for_each_item(*a.par, int64_t(active_.size()), par, [&](int64_t i, int) {
+        const int32_t e = active_[size_t(i)];
+        const int64_t r0 = count_[size_t(e)], m = count_[size_t(e) + 1] - r0;
+        if (tile_down_[size_t(e)] != kNoTiles)
+          cpu::tile_acts(d.type, hq + size_t(r0) * arb_down, n_ff, m, td + tile_down_[size_t(e)]);
+      });
 
     // down over (expert, block of n_embd rows).
     const int64_t emb_block = block_rows(n_embd, a.par->n_threads());
     const int64_t emb_blocks = (n_embd + emb_block - 1) / emb_block;
     for_each_item(*a.par, int64_t(active_.size()) * emb_blocks, par, [&](int64_t item, int) {
       const int32_t e = active_[size_t(item / emb_blocks)];
-      const int64_t r0 = count_[size_t(e)], m = count_[size_t(e) + 1] - r0;
       const int64_t o0 = (item % emb_blocks) * emb_block, o1 = std::min(n_embd, o0 + emb_block);
-      cpu::matmul_q(d.type, d.mat(e), d.row_bytes(), n_ff, hq + size_t(r0) * arb_down, m, ye + r0 * n_embd, n_embd,
-                    o0, o1);
+      product(d, e, hq, arb_down, td, tile_down_, n_ff, ye, n_embd, o0, o1);
     });
 
     // Combine in the reference's order: k = 0 .. n_used - 1, in double.
@@ -258,8 +294,22 @@ class MoeExpertsFast final : public Kernel {
     return std::max<int64_t>(16, std::min<int64_t>(128, (n / (2 * threads) + 15) / 16 * 16));
   }
 
+  // Where each active expert's tiled activations start in a matrix's buffer
+  // (kNoTiles: matmul_q takes the quantized rows); returns the buffer's size.
+  static constexpr size_t kNoTiles = ~size_t(0);
+  size_t tile_offsets(GgmlType t, int64_t n_in, std::vector<size_t>& off) const {
+    off.assign(count_.size(), kNoTiles);
+    size_t total = 0;
+    for (int32_t e : active_) {
+      const size_t b = cpu::tiled_acts_bytes(t, n_in, count_[size_t(e) + 1] - count_[size_t(e)]);
+      if (b > 0) off[size_t(e)] = total, total += b;
+    }
+    return total;
+  }
+
   std::string_view impl_;
   ExpertSlots slots_;
+  std::vector<size_t> tile_gate_, tile_up_, tile_down_;
   bool same_act_ = false;
   std::vector<int64_t> count_, pos_, slot_of_;
   std::vector<int32_t> token_of_, active_, mat_of_;

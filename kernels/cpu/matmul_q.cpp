@@ -469,4 +469,22 @@ void matmul_q(GgmlType t, const void* w, uint64_t w_row_bytes, int64_t n_in, con
   matmul_scalar(t, wb, w_row_bytes, n_in, xb, ab, n_batch, y, y_stride, o_begin, o_end);
 }
 
+size_t tiled_acts_bytes(GgmlType t, int64_t n_in, int64_t n_batch) {
+  if (active_isa() < Isa::Amx || n_batch < kAmxMinBatch) return 0;
+  return matmul_detail::amx_tiles_bytes(t, n_in, n_batch);
+}
+
+void tile_acts(GgmlType t, const void* xq, int64_t n_in, int64_t n_batch, void* dst) {
+  matmul_detail::amx_pack_tiles(t, static_cast<const uint8_t*>(xq), act_row_bytes(t, n_in), n_in, n_batch,
+                                static_cast<uint8_t*>(dst));
+}
+
+void matmul_q_tiled(GgmlType t, const void* w, uint64_t w_row_bytes, int64_t n_in, const void* tiles,
+                    int64_t n_batch, float* y, int64_t y_stride, int64_t o_begin, int64_t o_end) {
+  if (o_begin >= o_end || n_batch <= 0) return;
+  matmul_detail::matmul_q_amx_tiles(t, static_cast<const uint8_t*>(w), w_row_bytes, n_in,
+                                    static_cast<const uint8_t*>(tiles), n_batch, y, y_stride, o_begin, o_end,
+                                    false);
+}
+
 }  // namespace kt::cpu

@@ -62,6 +62,21 @@ void matmul_q(GgmlType weight_type, const void* w, uint64_t w_row_bytes, int64_t
               const void* xq, int64_t n_batch, float* y, int64_t y_stride, int64_t o_begin,
               int64_t o_end);
 
+// Callers that multiply the same activation rows by many blocks of weight rows
+// (the MoE operator: every block of an expert's rows) may lay the rows out once
+// in the kernel's own layout and pass that to each call instead of xq. The
+// result is the same as matmul_q's.
+//   size_t bytes = tiled_acts_bytes(type, n_in, n_batch);  // 0: matmul_q does not tile these
+//   tile_acts(type, xq, n_in, n_batch, buf);               // once (buf 64-byte aligned)
+//   matmul_q_tiled(type, w, row_bytes, n_in, buf, n_batch, y, y_stride, o0, o1);  // per block
+// tiled_acts_bytes is 0 where the CPU has no AMX, for fewer than kAmxMinBatch
+// rows and for types the tiles do not cover; then call matmul_q.
+size_t tiled_acts_bytes(GgmlType weight_type, int64_t n_in, int64_t n_batch);
+void tile_acts(GgmlType weight_type, const void* xq, int64_t n_in, int64_t n_batch, void* dst);
+void matmul_q_tiled(GgmlType weight_type, const void* w, uint64_t w_row_bytes, int64_t n_in,
+                    const void* tiles, int64_t n_batch, float* y, int64_t y_stride, int64_t o_begin,
+                    int64_t o_end);
+
 // ---- shared by the ISA files (matmul_q*.cpp); not an interface -----------------
 namespace matmul_detail {
 
@@ -155,6 +170,11 @@ bool matmul_q_amx_covers(GgmlType t);
 bool matmul_q_amx(GgmlType t, const uint8_t* w, uint64_t w_row_bytes, int64_t n_in, const uint8_t* xq,
                   size_t act_bytes, int64_t n_batch, float* y, int64_t y_stride, int64_t o_begin, int64_t o_end,
                   bool emulate);
+// The tiled activations (tiled_acts_bytes and friends above).
+size_t amx_tiles_bytes(GgmlType t, int64_t n_in, int64_t n_batch);
+void amx_pack_tiles(GgmlType t, const uint8_t* xq, size_t act_bytes, int64_t n_in, int64_t n_batch, uint8_t* dst);
+void matmul_q_amx_tiles(GgmlType t, const uint8_t* w, uint64_t w_row_bytes, int64_t n_in, const uint8_t* tiles,
+                        int64_t n_batch, float* y, int64_t y_stride, int64_t o_begin, int64_t o_end, bool emulate);
 bool matmul_q_avx2(GgmlType t, const uint8_t* w, uint64_t w_row_bytes, int64_t n_in,
                    const uint8_t* xq, size_t act_bytes, int64_t n_batch, float* y,
                    int64_t y_stride, int64_t o_begin, int64_t o_end);

@@ -25,7 +25,12 @@
 // store, conversion and scaling of a C tile per 32 values, and the tile loads
 // (two per product), not the products themselves. Folding the sub-block
 // scales into the weights (int8 q * sc does not fit) or keeping the C tiles
-// over a whole super-block would need a repacked copy of the weights.
+// over a whole super-block would need a repacked copy of the weights. Folding
+// them per call was tried (2026-11-27): w = sc * q split into two bytes (64 hi
+// + lo) and a byte plane of mins, three products per 64 values, C read once
+// per super-block. It was slower on the device's Xeon (Q4_K 1408 x 2048, one
+// core: 196 vs 362 GFLOP/s at 48 tokens, 261 vs 398 at 256): unpacking three
+// byte planes per weight per call cost more than the reads of C it saved.
 //
 // The tile operations go through a backend: AmxHw (the instructions) or AmxEmu
 // (plain C++ with the instructions' semantics), so the layouts and the
@@ -454,36 +459,51 @@ void row_tile(GgmlType type, const uint8_t* w, uint64_t w_row_bytes, int64_t n, 
 // over them, and the buffer stays small however long the prompt.
 constexpr int64_t kGroupTiles = 8;
 
+// Rows [o_begin, o_end) against the n_tok tokens (at most kGroupTiles tiles)
+// whose tiles are at `tiles`, written to y's rows [0, n_tok).
+template <class T>
+void group(GgmlType t, const uint8_t* w, uint64_t w_row_bytes, int64_t n, const uint8_t* tiles, int64_t n_tok,
+           float* y, int64_t y_stride, int64_t o_begin, int64_t o_end, float* acc, Panel& panel) {
+  const bool legacy = is_legacy(t);
+  const int sub = sub_values(t);
+  const int64_t n_tiles = (n_tok + kTok - 1) / kTok;
+  for (int64_t o = o_begin; o < o_end; o += 16) {
+    const int rows = int(std::min<int64_t>(16, o_end - o));
+    const uint8_t* wr = w + uint64_t(o) * w_row_bytes;
+    if (legacy) row_tile<T, 32, true>(t, wr, w_row_bytes, n, rows, tiles, n_tiles, acc, panel);
+    else if (sub == 32) row_tile<T, 32, false>(t, wr, w_row_bytes, n, rows, tiles, n_tiles, acc, panel);
+    else row_tile<T, 16, false>(t, wr, w_row_bytes, n, rows, tiles, n_tiles, acc, panel);
+    for (int64_t tt = 0; tt < n_tiles; ++tt) {
+      const int64_t nt = std::min<int64_t>(kTok, n_tok - tt * kTok);
+      const float* a = acc + tt * 256;
+      for (int r = 0; r < rows; ++r)
+        for (int64_t k = 0; k < nt; ++k) y[(tt * kTok + k) * y_stride + o + r] = a[16 * r + k];
+    }
+  }
+}
+
+// tiles: the activations already packed (amx_pack_tiles), or nullptr to pack
+// each group of xq's rows here.
 template <class T>
 void run(GgmlType t, const uint8_t* w, uint64_t w_row_bytes, int64_t n, const uint8_t* xq, size_t act_bytes,
-         int64_t n_batch, float* y, int64_t y_stride, int64_t o_begin, int64_t o_end) {
+         const uint8_t* tiles, int64_t n_batch, float* y, int64_t y_stride, int64_t o_begin, int64_t o_end) {
   const bool legacy = is_legacy(t);
   const size_t tb = tile_bytes(legacy, n);
   const int64_t max_tiles = std::min<int64_t>(kGroupTiles, (n_batch + kTok - 1) / kTok);
   static_assert(sizeof(Panel) % 64 == 0);
-  auto* packed = static_cast<uint8_t*>(buffer(size_t(max_tiles) * (tb + 1024) + sizeof(Panel)));
-  auto* acc = reinterpret_cast<float*>(packed + size_t(max_tiles) * tb);
+  const size_t packed_bytes = tiles ? 0 : size_t(max_tiles) * tb;
+  auto* packed = static_cast<uint8_t*>(buffer(packed_bytes + size_t(max_tiles) * 1024 + sizeof(Panel)));
+  auto* acc = reinterpret_cast<float*>(packed + packed_bytes);
   auto* panel = reinterpret_cast<Panel*>(acc + max_tiles * 256);
-  const int sub = sub_values(t);
-  T::configure(tile_config(sub));
+  T::configure(tile_config(sub_values(t)));
   for (int64_t b0 = 0; b0 < n_batch; b0 += kGroupTiles * kTok) {
     const int64_t nb = std::min<int64_t>(kGroupTiles * kTok, n_batch - b0), n_tiles = (nb + kTok - 1) / kTok;
-    for (int64_t tt = 0; tt < n_tiles; ++tt)
-      pack_tile(legacy, xq + size_t(b0 + tt * kTok) * act_bytes, act_bytes, std::min<int64_t>(kTok, nb - tt * kTok),
-                n, packed + size_t(tt) * tb);
-    for (int64_t o = o_begin; o < o_end; o += 16) {
-      const int rows = int(std::min<int64_t>(16, o_end - o));
-      const uint8_t* wr = w + uint64_t(o) * w_row_bytes;
-      if (legacy) row_tile<T, 32, true>(t, wr, w_row_bytes, n, rows, packed, n_tiles, acc, *panel);
-      else if (sub == 32) row_tile<T, 32, false>(t, wr, w_row_bytes, n, rows, packed, n_tiles, acc, *panel);
-      else row_tile<T, 16, false>(t, wr, w_row_bytes, n, rows, packed, n_tiles, acc, *panel);
-      for (int64_t tt = 0; tt < n_tiles; ++tt) {
-        const int64_t nt = std::min<int64_t>(kTok, nb - tt * kTok);
-        const float* a = acc + tt * 256;
-        for (int r = 0; r < rows; ++r)
-          for (int64_t k = 0; k < nt; ++k) y[(b0 + tt * kTok + k) * y_stride + o + r] = a[16 * r + k];
-      }
-    }
+    if (!tiles)
+      for (int64_t tt = 0; tt < n_tiles; ++tt)
+        pack_tile(legacy, xq + size_t(b0 + tt * kTok) * act_bytes, act_bytes, std::min<int64_t>(kTok, nb - tt * kTok),
+                  n, packed + size_t(tt) * tb);
+    const uint8_t* g = tiles ? tiles + size_t(b0 / kTok) * tb : packed;
+    group<T>(t, w, w_row_bytes, n, g, nb, y + b0 * y_stride, y_stride, o_begin, o_end, acc, *panel);
   }
   T::release();
 }
@@ -504,9 +524,28 @@ bool matmul_q_amx(GgmlType t, const uint8_t* w, uint64_t w_row_bytes, int64_t n_
                   size_t act_bytes, int64_t n_batch, float* y, int64_t y_stride, int64_t o_begin, int64_t o_end,
                   bool emulate) {
   if (!matmul_q_amx_covers(t) || n_in % type_traits(t).block_size != 0) return false;
-  if (emulate) run<AmxEmu>(t, w, w_row_bytes, n_in, xq, act_bytes, n_batch, y, y_stride, o_begin, o_end);
-  else run<AmxHw>(t, w, w_row_bytes, n_in, xq, act_bytes, n_batch, y, y_stride, o_begin, o_end);
+  if (emulate) run<AmxEmu>(t, w, w_row_bytes, n_in, xq, act_bytes, nullptr, n_batch, y, y_stride, o_begin, o_end);
+  else run<AmxHw>(t, w, w_row_bytes, n_in, xq, act_bytes, nullptr, n_batch, y, y_stride, o_begin, o_end);
   return true;
+}
+
+size_t amx_tiles_bytes(GgmlType t, int64_t n_in, int64_t n_batch) {
+  if (!matmul_q_amx_covers(t) || n_in % type_traits(t).block_size != 0) return 0;
+  return size_t((n_batch + kTok - 1) / kTok) * tile_bytes(is_legacy(t), n_in);
+}
+
+void amx_pack_tiles(GgmlType t, const uint8_t* xq, size_t act_bytes, int64_t n_in, int64_t n_batch, uint8_t* dst) {
+  const bool legacy = is_legacy(t);
+  const size_t tb = tile_bytes(legacy, n_in);
+  for (int64_t b = 0; b < n_batch; b += kTok)
+    pack_tile(legacy, xq + size_t(b) * act_bytes, act_bytes, std::min<int64_t>(kTok, n_batch - b), n_in,
+              dst + size_t(b / kTok) * tb);
+}
+
+void matmul_q_amx_tiles(GgmlType t, const uint8_t* w, uint64_t w_row_bytes, int64_t n_in, const uint8_t* tiles,
+                        int64_t n_batch, float* y, int64_t y_stride, int64_t o_begin, int64_t o_end, bool emulate) {
+  if (emulate) run<AmxEmu>(t, w, w_row_bytes, n_in, nullptr, 0, tiles, n_batch, y, y_stride, o_begin, o_end);
+  else run<AmxHw>(t, w, w_row_bytes, n_in, nullptr, 0, tiles, n_batch, y, y_stride, o_begin, o_end);
 }
 
 }  // namespace kt::cpu::matmul_detail

@@ -7,6 +7,7 @@
 
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/float_ref.h"
+#include "kernels/cpu/ops_ref.h"
 
 namespace kt::kern::vec {
 
@@ -14,6 +15,7 @@ namespace avx512 {  // vec_f32_avx512.cpp
 float dot(GgmlType type, const void* row, const float* x, int64_t n);
 void axpy(GgmlType type, const void* row, float a, float* y, int64_t n);
 void to_f32(GgmlType type, const void* row, float* dst, int64_t n);
+void silu_mul(const float* gate, const float* up, int64_t n, float* y);
 }  // namespace avx512
 
 namespace {
@@ -61,6 +63,11 @@ void to_f32(GgmlType type, const void* row, float* dst, int64_t n) {
 void axpy(GgmlType type, const void* row, float a, float* y, int64_t n) {
   if (use_avx512()) return avx512::axpy(type, row, a, y, n);
   for (int64_t i = 0; i < n; ++i) y[i] += a * load(type, row, i);
+}
+
+void silu_mul(const float* gate, const float* up, int64_t n, float* y) {
+  if (use_avx512()) return avx512::silu_mul(gate, up, n, y);
+  cpu::ref::silu_glu(gate, up, n, y);
 }
 
 }  // namespace kt::kern::vec

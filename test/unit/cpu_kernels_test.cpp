@@ -13,6 +13,7 @@
 
 #include "kernels/cpu/matmul_q.h"
 #include "kernels/cpu/ops_ref.h"
+#include "kernels/cpu/vec_f32.h"
 #include "kernels/kernel.h"
 #include "kernels/random_blocks.h"
 #include "kernels/registry.h"
@@ -232,6 +233,86 @@ TEST(FastMoe, MatchesReferenceAndIsBatchInvariant) {
   }
 }
 
+// Enough tokens per expert for the AMX tiles (from 16 rows) where the CPU has
+// them: each expert's rows are tiled once and every block of its rows reads
+// them (k-quant gate/up, 32-value down, a partial last tile).
+TEST(FastMoe, ManyTokensPerExpertMatchReference) {
+  const int64_t n_embd = 512, n_ff = 288, n_expert = 4, n_used = 2, n = 45;
+  const Tensor g = random_weight(GgmlType::Q4_K, {n_embd, n_ff, n_expert}, 31, "gate");
+  const Tensor u = random_weight(GgmlType::Q4_K, {n_embd, n_ff, n_expert}, 32, "up");
+  const Tensor d = random_weight(GgmlType::Q8_0, {n_ff, n_embd, n_expert}, 33, "down");
+  const std::vector<float> x = random_floats(size_t(n * n_embd), 34);
+  std::vector<float> ids(size_t(n * n_used)), wts = random_floats(size_t(n * n_used), 35);
+  for (int64_t t = 0; t < n; ++t)  // two distinct of experts 0..2 per token (30 rows each), 3 unused
+    for (int64_t k = 0; k < n_used; ++k) {
+      const int32_t e = int32_t((t + k * (1 + t % 2)) % 3);
+      std::memcpy(&ids[size_t(t * n_used + k)], &e, 4);
+    }
+  auto make = [&](Impl impl) {
+    auto c = std::make_unique<Call>("cpu.moe_experts", impl, Rounding::GgmlCpu);
+    c->spec.weights = {g.view, u.view, d.view};
+    c->add_in(GgmlType::F32, n_embd, n, x);
+    c->add_in(GgmlType::I32, n_used, n, ids);
+    c->add_in(GgmlType::F32, n_used, n, wts);
+    c->add_out(GgmlType::F32, n_embd, n);
+    EXPECT_TRUE(c->bind()) << c->error;
+    return c;
+  };
+  const StepData sd = one_sequence(n);
+  auto fast = make(Impl::Fast), ref = make(Impl::Reference);
+  fast->run(sd.step(), n);
+  ref->run(sd.step(), n);
+  for (int64_t t = 0; t < n; ++t)
+    EXPECT_LE(rel_l2(fast->out[0].data() + t * n_embd, ref->out[0].data() + t * n_embd, size_t(n_embd)), 1e-5)
+        << "token " << t;
+  EXPECT_GT(rel_l2(fast->out[0].data(), x.data(), size_t(n * n_embd)), 0.1);  // not the input passed through
+}
+
+// cpu.silu_mul's fast path (float, AVX-512 where the CPU has it) against the
+// reference's double, over ordinary values, tiny and huge ones (past exp's
+// float range silu is -0 and g; the reference's tiny values there, ~1e-37,
+// count as 0) and row lengths that leave a tail; an
+// element's bits do not depend on its position in the row.
+TEST(FastSiluMul, WithinFourUlpsOfReferenceWhereverTheValueSits) {
+  std::vector<float> g = random_floats(1000, 41, 8.0f), u = random_floats(1000, 42);
+  const float edge[] = {0.0f, -0.0f, 1e-30f, -1e-30f, 87.0f, -87.0f, 88.7f, -88.7f, 89.0f, -89.0f, 104.0f, -104.0f,
+                        1e30f, -1e30f, 0.6931f, -0.6931f, 20.0f, -20.0f};
+  for (size_t i = 0; i < std::size(edge); ++i) g[i * 7] = edge[i];
+  for (int64_t n : {int64_t(1000), int64_t(17), int64_t(5)}) {
+    auto make = [&](Impl impl) {
+      auto c = std::make_unique<Call>("cpu.silu_mul", impl, Rounding::GgmlCpu);
+      c->add_in(GgmlType::F32, n, 1, std::vector<float>(g.begin(), g.begin() + n));
+      c->add_in(GgmlType::F32, n, 1, std::vector<float>(u.begin(), u.begin() + n));
+      c->add_out(GgmlType::F32, n, 1);
+      EXPECT_TRUE(c->bind()) << c->error;
+      return c;
+    };
+    const StepData sd = one_sequence(1);
+    auto fast = make(Impl::Fast), ref = make(Impl::Reference);
+    fast->run(sd.step(), 1);
+    ref->run(sd.step(), 1);
+    for (int64_t i = 0; i < n; ++i) {
+      const float got = fast->out[0][size_t(i)], want = ref->out[0][size_t(i)];
+      ASSERT_LE(std::fabs(double(got) - double(want)), 4.0 * std::fabs(double(want)) * 0x1p-24 + 1e-30)
+          << "silu(" << g[size_t(i)] << ") * " << u[size_t(i)] << " at " << i << " of " << n;
+    }
+  }
+  // Position: one value at each of 16 lanes and in the tail.
+  std::vector<float> row(35, 0.37f), one(35, 1.5f), y1(35), y2(35);
+  auto fast_call = [&](int64_t n, std::vector<float>& y) {
+    auto c = std::make_unique<Call>("cpu.silu_mul", Impl::Fast, Rounding::GgmlCpu);
+    c->add_in(GgmlType::F32, n, 1, std::vector<float>(row.begin(), row.begin() + n));
+    c->add_in(GgmlType::F32, n, 1, std::vector<float>(one.begin(), one.begin() + n));
+    c->add_out(GgmlType::F32, n, 1);
+    EXPECT_TRUE(c->bind()) << c->error;
+    const StepData sd = one_sequence(1);
+    c->run(sd.step(), 1);
+    y.assign(c->out[0].begin(), c->out[0].end());
+  };
+  fast_call(35, y1);
+  for (size_t i = 1; i < y1.size(); ++i) EXPECT_EQ(std::memcmp(&y1[i], &y1[0], 4), 0) << "lane " << i;
+}
+
 // Experts split between two holders (profile-guided placement: hot experts on
 // the GPU, the rest on the CPU): one call holds a gathered subset of the
 // slices, the other the whole tensor with the subset's slots -1. The two
@@ -337,7 +418,8 @@ TEST(FastMoe, ExpertSlotsAndChoicesSplitSumsToWhole) {
 // ---- elementwise ------------------------------------------------------------------
 
 // silu_mul splits one row's values over threads: each value computed once, as
-// the reference operator computes it, whatever the rows and the split.
+// the one-piece vector loop computes it (its bits do not depend on where a
+// value sits), whatever the rows and the split.
 TEST(SiluMul, SplitsValuesExactly) {
   for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{1, 10944}, {1, 2816}, {3, 1409}, {1, 100}, {5, 7}}) {
     const std::vector<float> g = random_floats(size_t(rows * cols), 31, 6.0f), u = random_floats(size_t(rows * cols), 32);
@@ -349,7 +431,7 @@ TEST(SiluMul, SplitsValuesExactly) {
     const StepData sd = one_sequence(rows);
     c.run(sd.step(), rows);
     std::vector<float> want(size_t(rows * cols));
-    cpu::ref::silu_glu(g.data(), u.data(), rows * cols, want.data());
+    vec::silu_mul(g.data(), u.data(), rows * cols, want.data());
     EXPECT_EQ(std::memcmp(c.out[0].data(), want.data(), want.size() * sizeof(float)), 0) << rows << "x" << cols;
   }
 }

@@ -331,6 +331,17 @@ TEST_P(MatmulQAmxEmulated, MatchesReference) {
       for (auto [o0, o1] : {std::pair<int64_t, int64_t>{3, 21}, {21, n_out}})
         ASSERT_TRUE(matmul_detail::matmul_q_amx(t, w.data(), rb, n_in, xq.data(), act_row_bytes(t, n_in), n_batch,
                                                 y.data(), n_out, o0, o1, /*emulate=*/true));
+      // The same product from activations tiled once (what the MoE operator
+      // passes for every block of an expert's rows): the same bits.
+      std::vector<uint8_t> tiles(matmul_detail::amx_tiles_bytes(t, n_in, n_batch) + 64);
+      uint8_t* tp = tiles.data() + (64 - reinterpret_cast<uintptr_t>(tiles.data()) % 64) % 64;
+      matmul_detail::amx_pack_tiles(t, xq.data(), act_row_bytes(t, n_in), n_in, n_batch, tp);
+      std::vector<float> yt(size_t(n_batch * n_out), poison());
+      for (auto [o0, o1] : {std::pair<int64_t, int64_t>{3, 21}, {21, n_out}})
+        matmul_detail::matmul_q_amx_tiles(t, w.data(), rb, n_in, tp, n_batch, yt.data(), n_out, o0, o1,
+                                          /*emulate=*/true);
+      for (size_t i = 0; i < y.size(); ++i)
+        ASSERT_TRUE(std::memcmp(&y[i], &yt[i], 4) == 0) << "tiled activations differ at " << i;
       for (int64_t b = 0; b < n_batch; ++b)
         for (int64_t o = 0; o < n_out; ++o) {
           const float got = y[size_t(b * n_out + o)];
