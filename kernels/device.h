@@ -49,6 +49,10 @@ class DeviceApi {
   virtual bool event_done(void* event) = 0;  // without blocking
   virtual bool wait_event(void* event, std::string* error) = 0;
   virtual void release_event(void* event) = 0;
+  // Profiling: an event that keeps its time, and the GPU time between two
+  // such events once both have run (milliseconds; negative on error).
+  virtual void* record_timed_event(void* queue, std::string* error) = 0;
+  virtual double elapsed_ms(void* from, void* to) = 0;
 
   // Recorded work (CUDA graphs): what a run of calls issues on a queue is
   // recorded once and replayed for later steps, one launch instead of one per
@@ -68,6 +72,20 @@ class DeviceApi {
   virtual void* end_capture(void* queue, std::string* error) = 0;
   virtual bool launch_graph(void* graph, void* queue, std::string* error) = 0;
   virtual void release_graph(void* graph) = 0;
+
+  // Host flags (stream memory operations): 32-bit words in host memory that a
+  // queue waits on and writes, also inside recorded work, so GPU work issued
+  // ahead of a CPU call starts the moment the host sets a word, and the host
+  // learns that copies landed by reading one. alloc_flags returns n zeroed
+  // words the device reaches, or null and *error where the device or its
+  // driver cannot wait on host memory.
+  virtual uint32_t* alloc_flags(int index, int n, std::string* error) = 0;
+  virtual void free_flags(uint32_t* flags) = 0;
+  // The queue waits until *flag == value, then sets *flag = 0.
+  virtual bool wait_flag(void* queue, uint32_t* flag, uint32_t value, std::string* error) = 0;
+  // *flag = value once the work issued before it on the queue has run, its
+  // writes to host memory visible before the word.
+  virtual bool write_flag(void* queue, uint32_t* flag, uint32_t value, std::string* error) = 0;
 };
 
 // The API of a device kind ("cuda"), or null when this build has none.

@@ -11,80 +11,12 @@
 
 #include "kernels/device.h"
 #include "kernels/registry.h"
+#include "runtime/executor_impl.h"
 #include "runtime/thread_pool.h"
 
 namespace kt {
 
 namespace {
-
-// Anonymous memory from the OS: page-aligned, zero-filled lazily, and a clear
-// error instead of a crash when the machine cannot provide it.
-class HostMemory {
- public:
-  HostMemory() = default;
-  HostMemory(HostMemory&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
-  HostMemory& operator=(HostMemory&& o) noexcept {
-    std::swap(p_, o.p_);
-    std::swap(n_, o.n_);
-    return *this;
-  }
-  ~HostMemory() {
-    if (p_) munmap(p_, n_);
-  }
-  static Result<HostMemory> allocate(uint64_t bytes, const std::string& what) {
-    HostMemory m;
-    if (bytes == 0) return m;
-    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED)
-      return err("cannot allocate ", bytes >> 20, " MiB for ", what, ": out of memory (lower --ctx or --parallel)");
-    m.p_ = p;
-    m.n_ = bytes;
-    return m;
-  }
-  uint8_t* data() const { return static_cast<uint8_t*>(p_); }
-
- private:
-  void* p_ = nullptr;
-  uint64_t n_ = 0;
-};
-
-struct BoundCall {
-  std::unique_ptr<kern::Kernel> kernel;
-  std::string_view name;
-  std::vector<int> in, out;
-  std::vector<kern::Act> in_acts, out_acts;  // refreshed from the buffers every step
-  std::vector<kern::WeightView> weights;
-  int kv = -1;
-  int layer = -1;
-  int device = 0;
-  kern::Kernel::Transfer transfer = kern::Kernel::Transfer::None;
-};
-
-// A copy between host and GPU memory: CPU calls wait for its event.
-bool is_host_copy(const BoundCall& c) {
-  return c.transfer == kern::Kernel::Transfer::Upload || c.transfer == kern::Kernel::Transfer::Download;
-}
-
-// Work recorded from a run of a phase's GPU calls (DeviceApi graphs), replayed
-// while the run's key is unchanged: [first call, end, tokens, outputs, the
-// device's prepare_step token, each call's graph_key].
-struct Recording {
-  std::vector<uint64_t> key;
-  void* graph = nullptr;
-  kern::DeviceApi* api = nullptr;
-  uint64_t last_used = 0;
-
-  void release() { api->release_graph(graph); }
-};
-
-struct BoundPhase {
-  std::string name;
-  int64_t max_tokens = 0;
-  int64_t min_tokens = 0;  // a prefill variant's fewest tokens per step
-  int logits = -1;
-  std::vector<BoundCall> calls;
-  std::vector<Recording> recordings;
-};
 
 std::string device_name(const plan::Device& d) {
   return d.kind() == plan::DeviceKind::CUDA ? "cuda:" + std::to_string(d.index()) : "cpu";
@@ -120,115 +52,6 @@ Batch Batch::sequence(std::span<const int32_t> tokens, int32_t pos0, int32_t slo
   return b;
 }
 
-// A plan device as the runtime holds it: the CPU (api null) or a GPU through
-// its DeviceApi, with its queue and the device memory it owns.
-struct DeviceState {
-  std::string name;  // "cpu", "cuda:0"
-  kern::DeviceApi* api = nullptr;
-  int index = 0;
-  void* queue = nullptr;
-  std::vector<void*> owned;  // device allocations, freed at unload
-  uint8_t* arena = nullptr;  // activation arena (host or device memory)
-  HostMemory host_arena;
-  kern::DeviceApi* pinned_by = nullptr;  // the GPU API that pinned host_arena
-
-  ~DeviceState() {
-    if (pinned_by) pinned_by->unpin(arena);
-    if (!api) return;
-    std::string e;
-    if (queue) {
-      (void)api->sync(queue, &e);
-      api->destroy_queue(index, queue);
-    }
-    for (void* p : owned) api->free(index, p);
-  }
-};
-
-// Host bytes an asynchronous copy will still read or write: CPU calls touching
-// them wait for its event first.
-struct PendingCopy {
-  const uint8_t* begin;
-  const uint8_t* end;
-  bool writes;  // a download (host bytes written) rather than an upload (read)
-  kern::DeviceApi* api;
-  void* event;
-};
-
-struct Executor::Impl {
-  Impl(PlanFile p, GgufFile g, ExecOptions o) : plan(std::move(p)), gguf(std::move(g)), options(o) {}
-  ~Impl() {
-    std::string e;
-    for (PendingCopy& c : pending) c.api->release_event(c.event);
-    for (BoundPhase& ph : phases)
-      for (Recording& r : ph.recordings) r.release();
-  }
-  PlanFile plan;
-  GgufFile gguf;
-  ExecOptions options;
-  std::unique_ptr<ThreadPool> pool;
-  int64_t n_ctx = 0;
-  std::vector<std::unique_ptr<DeviceState>> devices;
-  std::vector<kern::WeightView> weights;
-  std::vector<std::vector<uint8_t>> host_copies;  // CPU weights holding a subset of a tensor's matrices
-  std::vector<kern::Act> buffers;
-  std::vector<plan::RowKind> row_kinds;
-  std::vector<HostMemory> kv_memory;
-  std::vector<kern::KvView> kvs;
-  std::vector<int64_t> filled;  // per slot: positions whose cache rows are valid
-  std::vector<BoundPhase> phases;
-  int prefill = -1, decode = -1;  // indices into phases
-  // Prefill variants ("prefill.long": min_tokens > 0), fewest tokens first;
-  // a step of n tokens runs the last whose min_tokens <= n, else `prefill`.
-  std::vector<int> prefill_variants;
-  BoundPhase& phase_for(PhaseKind kind, int64_t n_tokens) {
-    if (kind == PhaseKind::Decode) return phases[size_t(decode)];
-    for (auto it = prefill_variants.rbegin(); it != prefill_variants.rend(); ++it)
-      if (phases[size_t(*it)].min_tokens <= n_tokens) return phases[size_t(*it)];
-    return phases[size_t(prefill)];
-  }
-  kern::RoutingHook* routing = nullptr;
-  std::vector<int> buffer_device;  // per buffer
-  std::vector<int> kv_device;      // per KV cache
-  std::vector<PendingCopy> pending;
-  bool profiling = false;
-  struct KernelTime {
-    double seconds = 0;
-    uint64_t calls = 0;
-  };
-  std::map<std::string, KernelTime> profile;  // "phase kernel (impl)"
-
-  Status open_devices();
-  // Maps in, before the first step, every page of the weights the CPU reads:
-  // a decode step must not stop on page faults (they cost as much as the
-  // reads: measured 2x slower first steps on a 10 GB model).
-  void populate_cpu_weights();
-  Status check_device_memory() const;
-  Status bind_weights();
-  Status allocate();
-  Status bind_calls();
-  Status check_batch(const Batch& b, const BoundPhase& ph) const;
-  // Waits for the copies still touching host bytes a CPU call reads or writes.
-  Status settle_host(const BoundCall& c, bool all);
-  uint64_t buffer_bytes(int b) const;
-
-  // One call's arguments for this step (its activation views refreshed).
-  kern::CallArgs args_for(BoundCall& c, const kern::Step& step);
-  Status run_call(BoundPhase& ph, BoundCall& c, const kern::Step& step);
-  // A copy's event for CPU calls to wait on.
-  Status after_transfer(const BoundCall& c, DeviceState& dev);
-  void account(const std::string& row, std::chrono::steady_clock::time_point t0);
-  // Decode's GPU calls run as recorded work: the end of the run of calls
-  // from `i` that can be recorded together (i + 1 when none can), and the run
-  // [i, j) recorded or replayed.
-  size_t recordable_end(BoundPhase& ph, size_t i, const kern::Step& step);
-  Status run_recorded(BoundPhase& ph, size_t i, size_t j, const kern::Step& step);
-  bool recording_off = false;
-  uint64_t recorded_steps = 0;
-  size_t recordings_made = 0;
-  bool any_gpu() const {
-    return std::any_of(devices.begin(), devices.end(), [](const auto& d) { return d->api != nullptr; });
-  }
-};
 
 void Executor::Impl::populate_cpu_weights() {
   const plan::Plan& pl = plan.plan();
@@ -538,81 +361,20 @@ Status Executor::Impl::run_call(BoundPhase& ph, BoundCall& c, const kern::Step& 
       if (src.api && src.queue != dev.queue && !src.api->sync(src.queue, &e)) return err(plan.path(), ": ", e);
     }
   const kern::CallArgs a = args_for(c, step);
+  std::string e;
+  void* from = profiling && dev.api ? dev.api->record_timed_event(dev.queue, &e) : nullptr;
   const auto t0 = std::chrono::steady_clock::now();
   c.kernel->run(a);
-  if (profiling) account(ph.name + " " + std::string(c.name) + " (" + std::string(c.kernel->impl()) + ")", t0);
+  if (profiling) {
+    const std::string row = ph.name + " " + std::string(c.name) + " (" + std::string(c.kernel->impl()) + ")";
+    account(row, t0);
+    if (from) {
+      void* to = dev.api->record_timed_event(dev.queue, &e);
+      if (to) timed.push_back(TimedCall{row + " [gpu]", dev.api, from, to});
+      else dev.api->release_event(from);
+    }
+  }
   return after_transfer(c, dev);
-}
-
-size_t Executor::Impl::recordable_end(BoundPhase& ph, size_t i, const kern::Step& step) {
-  const int device = ph.calls[i].device;
-  if (!devices[size_t(device)]->api) return i + 1;
-  size_t j = i;
-  while (j < ph.calls.size()) {
-    BoundCall& c = ph.calls[j];
-    if (c.device != device || !c.kernel->capturable(args_for(c, step))) break;
-    ++j;
-    // A CPU call will wait for the downloads: the recording ends after them,
-    // so the GPU work after them (the shared experts beside the CPU's) is
-    // another recording, launched before the CPU call and not waited for.
-    if (c.transfer == kern::Kernel::Transfer::Download &&
-        (j == ph.calls.size() || ph.calls[j].transfer != kern::Kernel::Transfer::Download))
-      break;
-  }
-  return std::max(j, i + 1);
-}
-
-Status Executor::Impl::run_recorded(BoundPhase& ph, size_t i, size_t j, const kern::Step& step) {
-  DeviceState& dev = *devices[size_t(ph.calls[i].device)];
-  const auto t0 = std::chrono::steady_clock::now();
-  std::string e;
-  const uint64_t token = dev.api->prepare_step(dev.queue, step, &e);
-  if (!token) return err(plan.path(), ": ", e);
-  std::vector<uint64_t> key = {i, j, uint64_t(step.n_tokens), uint64_t(step.n_outputs), token};
-  for (size_t k = i; k < j; ++k) key.push_back(ph.calls[k].kernel->graph_key(args_for(ph.calls[k], step)));
-  Recording* rec = nullptr;
-  size_t same_start = 0;
-  for (Recording& r : ph.recordings) {
-    if (r.key == key) rec = &r;
-    if (r.key[0] == i) ++same_start;
-  }
-  if (!rec) {
-    // Positions moved attention to another split, or a new batch shape: record
-    // anew. A few recordings per run stay (batch sizes a server alternates).
-    constexpr size_t kKeep = 8;
-    if (same_start >= kKeep) {
-      auto lru = ph.recordings.end();
-      for (auto it = ph.recordings.begin(); it != ph.recordings.end(); ++it)
-        if (it->key[0] == i && (lru == ph.recordings.end() || it->last_used < lru->last_used)) lru = it;
-      lru->release();
-      ph.recordings.erase(lru);
-    }
-    if (!dev.api->begin_capture(dev.queue, &e)) {
-      recording_off = true;  // off for this executor: the calls run one by one
-      for (size_t k = i; k < j; ++k) KT_TRY(run_call(ph, ph.calls[k], step));
-      return ok_status();
-    }
-    for (size_t k = i; k < j; ++k) ph.calls[k].kernel->run(args_for(ph.calls[k], step));
-    void* graph = dev.api->end_capture(dev.queue, &e);
-    if (!graph) {
-      // Recorded, not run: run the calls one by one, and from now on.
-      std::fprintf(stderr, "kt: %s: cuda graphs off: %s\n", plan.path().c_str(), e.c_str());
-      recording_off = true;
-      for (size_t k = i; k < j; ++k) KT_TRY(run_call(ph, ph.calls[k], step));
-      return ok_status();
-    }
-    ph.recordings.push_back(Recording{std::move(key), graph, dev.api, 0});
-    ++recordings_made;
-    rec = &ph.recordings.back();
-    if (profiling) account(ph.name + " (recording cuda graphs)", t0);
-  }
-  rec->last_used = recorded_steps;
-  const auto t1 = std::chrono::steady_clock::now();
-  if (!dev.api->launch_graph(rec->graph, dev.queue, &e)) return err(plan.path(), ": ", e);
-  if (profiling) account(ph.name + " (cuda graph launches)", t1);
-  // The copies' events, after the recording: it ends with its downloads.
-  for (size_t k = i; k < j; ++k) KT_TRY(after_transfer(ph.calls[k], dev));
-  return ok_status();
 }
 
 Status Executor::Impl::bind_calls() {
@@ -787,7 +549,22 @@ int64_t Executor::max_tokens(PhaseKind phase) const {
   return p_->phases[size_t(phase == PhaseKind::Prefill ? p_->prefill : p_->decode)].max_tokens;
 }
 void Executor::set_routing_hook(kern::RoutingHook* hook) { p_->routing = hook; }
+void Executor::Impl::settle_timed() {
+  for (TimedCall& t : timed) {
+    const double ms = t.api->elapsed_ms(t.from, t.to);
+    if (ms >= 0) {
+      KernelTime& k = profile[t.row];
+      k.seconds += ms * 1e-3;
+      ++k.calls;
+    }
+    t.api->release_event(t.from);
+    t.api->release_event(t.to);
+  }
+  timed.clear();
+}
+
 void Executor::set_profiling(bool on) { p_->profiling = on; }
+void Executor::clear_profile() { p_->profile.clear(); }
 void Executor::set_cuda_graphs(bool on) { p_->options.cuda_graphs = on; }
 size_t Executor::cuda_graphs() const { return p_->recordings_made; }
 
@@ -795,7 +572,8 @@ std::string Executor::profile_report() const {
   std::vector<std::pair<std::string, Impl::KernelTime>> rows(p_->profile.begin(), p_->profile.end());
   std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
   double total = 0;
-  for (const auto& r : rows) total += r.second.seconds;
+  for (const auto& r : rows)  // the [gpu] rows time the same calls again, on the GPU
+    if (!r.first.ends_with("[gpu]")) total += r.second.seconds;
   std::string s;
   char line[256];
   for (const auto& [name, t] : rows) {
@@ -837,7 +615,12 @@ Result<std::span<const float>> Executor::forward(const Batch& batch, PhaseKind p
   ++p.recorded_steps;
   const bool record = p.options.cuda_graphs && !p.recording_off && p.decode != p.prefill &&
                       &ph == &p.phases[size_t(p.decode)] && p.any_gpu();
-  for (size_t i = 0; i < ph.calls.size();) {
+  bool gated = false;
+  if (record) {
+    const int gdev = p.gated_device(ph, step);
+    if (gdev >= 0) KT_TRY(p.run_gated(ph, gdev, step, &gated));
+  }
+  for (size_t i = gated ? ph.calls.size() : 0; i < ph.calls.size();) {
     const size_t j = record ? p.recordable_end(ph, i, step) : i + 1;
     if (j - i >= size_t(std::max(2, p.options.cuda_graph_min_calls))) {
       KT_TRY(p.run_recorded(ph, i, j, step));
@@ -853,6 +636,7 @@ Result<std::span<const float>> Executor::forward(const Batch& batch, PhaseKind p
     if (d->api && !d->api->sync(d->queue, &e)) return err(p.plan.path(), ": ", e);
   }
   KT_TRY(p.settle_host(BoundCall{}, true));
+  p.settle_timed();
   if (p.profiling && p.any_gpu()) p.account(ph.name + " (host waits for the step's end)", t_end);
   for (int64_t i = 0; i < n; ++i) p.filled[size_t(batch.slot[size_t(i)])] = batch.pos[size_t(i)] + 1;
   const kern::Act& logits = p.buffers[size_t(ph.logits)];

@@ -83,8 +83,11 @@ class Executor {
   // Per-kernel wall time of every call from now on (GPU calls: the time to
   // issue them; their work overlaps), and with a GPU the host's waits for it
   // (before CPU calls that read its copies, at the step's end): rows
-  // "(host waits ...)". profile_report(): a table, slowest first.
+  // "(host waits ...)"; GPU calls run one by one (not recorded) also get a
+  // row "... [gpu]" of their time on the GPU (events around each).
+  // profile_report(): a table, slowest first.
   void set_profiling(bool on);
+  void clear_profile();  // forgets the rows profile_report() shows
   // ExecOptions::cuda_graphs after load (benchmarks compare both);
   // cuda_graphs(): recordings made so far (kept or since replaced).
   void set_cuda_graphs(bool on);

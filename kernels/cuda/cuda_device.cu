@@ -2,9 +2,12 @@
 // pinned host memory, streams as queues, events. Every failure is one line that
 // names the CUDA error (and, for an allocation, the bytes asked and free).
 // Without a driver or a GPU, count() is 0: nothing is printed, nothing aborts.
+#include <cuda.h>  // types of the stream memory operations, reached through the runtime
 #include <cuda_runtime.h>
 
 #include <cstdlib>
+#include <cstring>
+#include <utility>
 #include <string>
 
 #include "kernels/cuda/cuda_context.h"
@@ -19,6 +22,40 @@ using cuda::error_text;
 bool fail(std::string* error, const std::string& what, cudaError_t e) {
   cudaGetLastError();  // clear the sticky-free error state for the next call
   if (error) *error = what + ": " + error_text(int(e));
+  return false;
+}
+
+// cuStreamWaitValue32 / cuStreamWriteValue32 from the driver, found at run
+// time (cudart is linked statically and kt links no libcuda: a machine without
+// a driver still runs everything else).
+using StreamValueFn = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+struct StreamValueOps {
+  StreamValueFn wait = nullptr, write = nullptr;
+  std::string error;
+};
+const StreamValueOps& stream_value_ops() {
+  static const StreamValueOps ops = [] {
+    StreamValueOps o;
+    for (auto [name, fn] : {std::pair<const char*, StreamValueFn*>{"cuStreamWaitValue32", &o.wait},
+                            {"cuStreamWriteValue32", &o.write}}) {
+      void* p = nullptr;
+      cudaDriverEntryPointQueryResult q{};
+      const cudaError_t e = cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &q);
+      if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || !p) {
+        cudaGetLastError();
+        o.error = std::string("the driver has no ") + name;
+        o.wait = o.write = nullptr;
+        return o;
+      }
+      *fn = reinterpret_cast<StreamValueFn>(p);
+    }
+    return o;
+  }();
+  return ops;
+}
+
+bool driver_fail(std::string* error, const char* what, CUresult r) {
+  if (error) *error = std::string(what) + " failed (CUresult " + std::to_string(int(r)) + ")";
   return false;
 }
 
@@ -161,6 +198,32 @@ class CudaDevice final : public DeviceApi {
     if (event) cudaEventDestroy(static_cast<cudaEvent_t>(event));
   }
 
+  void* record_timed_event(void* queue, std::string* error) override {
+    auto s = static_cast<cudaStream_t>(queue);
+    int dev = 0;
+    cudaError_t e = cudaStreamGetDevice(s, &dev);
+    if (e == cudaSuccess) e = cudaSetDevice(dev);
+    cudaEvent_t ev = nullptr;
+    if (e == cudaSuccess) e = cudaEventCreate(&ev);
+    if (e == cudaSuccess) e = cudaEventRecord(ev, s);
+    if (e != cudaSuccess) {
+      if (ev) cudaEventDestroy(ev);
+      fail(error, "cudaEventRecord (timed)", e);
+      return nullptr;
+    }
+    return ev;
+  }
+
+  double elapsed_ms(void* from, void* to) override {
+    float ms = 0.0f;
+    const cudaError_t e = cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(from), static_cast<cudaEvent_t>(to));
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      return -1.0;
+    }
+    return double(ms);
+  }
+
   uint64_t prepare_step(void* queue, const Step& step, std::string* error) override {
     int dev = 0;
     cudaError_t e = cudaStreamGetDevice(static_cast<cudaStream_t>(queue), &dev);
@@ -214,6 +277,53 @@ class CudaDevice final : public DeviceApi {
 
   void release_graph(void* graph) override {
     if (graph) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(graph));
+  }
+
+  uint32_t* alloc_flags(int index, int n, std::string* error) override {
+    if (!stream_value_ops().wait) {
+      if (error) *error = stream_value_ops().error;
+      return nullptr;
+    }
+    void* p = nullptr;
+    cudaError_t e = cudaSetDevice(index);
+    if (e == cudaSuccess) e = cudaHostAlloc(&p, size_t(n) * sizeof(uint32_t), cudaHostAllocMapped | cudaHostAllocPortable);
+    if (e != cudaSuccess) {
+      fail(error, "cudaHostAlloc of " + std::to_string(n) + " flags", e);
+      return nullptr;
+    }
+    std::memset(p, 0, size_t(n) * sizeof(uint32_t));
+    return static_cast<uint32_t*>(p);
+  }
+
+  void free_flags(uint32_t* flags) override {
+    if (flags && cudaFreeHost(flags) != cudaSuccess) cudaGetLastError();
+  }
+
+  bool wait_flag(void* queue, uint32_t* flag, uint32_t value, std::string* error) override {
+    const StreamValueOps& ops = stream_value_ops();
+    CUdeviceptr d = 0;
+    if (!device_pointer(flag, &d, error)) return false;
+    const auto q = static_cast<CUstream>(queue);
+    CUresult r = ops.wait(q, d, value, CU_STREAM_WAIT_VALUE_EQ);
+    if (r != CUDA_SUCCESS) return driver_fail(error, "cuStreamWaitValue32", r);
+    r = ops.write(q, d, 0, CU_STREAM_WRITE_VALUE_DEFAULT);
+    return r == CUDA_SUCCESS || driver_fail(error, "cuStreamWriteValue32", r);
+  }
+
+  bool write_flag(void* queue, uint32_t* flag, uint32_t value, std::string* error) override {
+    CUdeviceptr d = 0;
+    if (!device_pointer(flag, &d, error)) return false;
+    const CUresult r = stream_value_ops().write(static_cast<CUstream>(queue), d, value, CU_STREAM_WRITE_VALUE_DEFAULT);
+    return r == CUDA_SUCCESS || driver_fail(error, "cuStreamWriteValue32", r);
+  }
+
+ private:
+  static bool device_pointer(uint32_t* flag, CUdeviceptr* d, std::string* error) {
+    void* p = nullptr;
+    const cudaError_t e = cudaHostGetDevicePointer(&p, flag, 0);
+    if (e != cudaSuccess) return fail(error, "cudaHostGetDevicePointer of a flag", e);
+    *d = reinterpret_cast<CUdeviceptr>(p);
+    return true;
   }
 };
 

@@ -355,7 +355,7 @@ std::unique_ptr<Kernel> make_cuda_moe_experts(const CallSpec& s, std::string* er
   if (b.i("streamed", 0) != 0) return make_cuda_moe_experts_streamed(s, error);
   MoeExpertsShape shape;
   if (!bind_moe_experts(b, s, &shape)) return nullptr;
-  const int64_t n_embd = shape.n_embd, n_ff = shape.n_ff, ne = shape.n_held;
+  const int64_t n_embd = shape.n_embd, n_ff = shape.n_ff;
   const std::vector<int64_t>& slots = shape.slots;
   b.check(b.ints("choices").empty(), "choices (expert deferral) is a CPU experts' param");
   if (!b.ok()) return nullptr;

@@ -2,7 +2,9 @@
 // errors; and count() == 0, silently, where there is no GPU.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "kernels/device.h"
@@ -59,6 +61,68 @@ TEST(CudaDevice, AllocCopyQueueEvents) {
   api->free(0, d2);
   api->unpin(host.data());
   api->unpin(back.data());
+}
+
+// Host flags: a queue holds a copy back until the host sets a word, then says
+// with another word that the copy landed; also recorded as a graph and
+// replayed twice (what gated hybrid decode does per layer).
+TEST(CudaDevice, HostFlagsGateAQueueAlsoRecorded) {
+  KT_REQUIRE_GPU();
+  kern::DeviceApi* api = kern::find_device_api("cuda");
+  std::string e;
+  uint32_t* f = api->alloc_flags(0, 2, &e);
+  ASSERT_NE(f, nullptr) << e;
+  EXPECT_EQ(f[0], 0u);
+  EXPECT_EQ(f[1], 0u);
+  const size_t n = 1 << 16;
+  std::vector<float> host(n), back(n);
+  ASSERT_TRUE(api->pin(host.data(), n * 4, &e)) << e;
+  ASSERT_TRUE(api->pin(back.data(), n * 4, &e)) << e;
+  void* d = api->alloc(0, n * 4, &e);
+  ASSERT_NE(d, nullptr) << e;
+  void* q = api->create_queue(0, &e);
+  ASSERT_NE(q, nullptr) << e;
+  auto await = [&](uint32_t* w) {  // up to 5 s
+    for (int i = 0; i < 5000000 && __atomic_load_n(w, __ATOMIC_ACQUIRE) != 1; ++i) std::this_thread::yield();
+    return __atomic_load_n(w, __ATOMIC_ACQUIRE) == 1;
+  };
+  auto issue = [&] {
+    ASSERT_TRUE(api->wait_flag(q, &f[0], 1, &e)) << e;
+    ASSERT_TRUE(api->copy(d, host.data(), n * 4, q, &e)) << e;
+    ASSERT_TRUE(api->copy(back.data(), d, n * 4, q, &e)) << e;
+    ASSERT_TRUE(api->write_flag(q, &f[1], 1, &e)) << e;
+  };
+  auto check_round = [&](float base) {
+    for (size_t i = 0; i < n; ++i) host[i] = base + float(i);
+    std::fill(back.begin(), back.end(), -1.0f);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_EQ(__atomic_load_n(&f[1], __ATOMIC_ACQUIRE), 0u) << "the queue went on before the host's flag";
+    EXPECT_EQ(back[0], -1.0f);
+    __atomic_store_n(&f[0], 1u, __ATOMIC_RELEASE);
+    ASSERT_TRUE(await(&f[1])) << "no landed flag within 5 s";
+    f[1] = 0;
+    EXPECT_EQ(std::memcmp(host.data(), back.data(), n * 4), 0) << "the flag came before the copy's bytes";
+    ASSERT_TRUE(api->sync(q, &e)) << e;
+    EXPECT_EQ(f[0], 0u) << "the queue did not clear the flag it waited for";
+  };
+  issue();
+  check_round(1.0f);
+  // Recorded once, replayed twice.
+  if (api->begin_capture(q, &e)) {
+    issue();
+    void* g = api->end_capture(q, &e);
+    ASSERT_NE(g, nullptr) << e;
+    for (float base : {100.0f, 7000.0f}) {
+      ASSERT_TRUE(api->launch_graph(g, q, &e)) << e;
+      check_round(base);
+    }
+    api->release_graph(g);
+  }
+  api->destroy_queue(0, q);
+  api->free(0, d);
+  api->unpin(host.data());
+  api->unpin(back.data());
+  api->free_flags(f);
 }
 
 TEST(CudaDevice, AllocationFailureIsOneLineWithTheNumbers) {
