@@ -263,7 +263,10 @@ mlir::FailureOr<Value> Lowering::rms_norm(ModuleInterface m, const Value& x, int
 
 mlir::FailureOr<cpu::ref::RopeParams> Lowering::rope_of(ModuleInterface attn) {
   auto rot = llvm::dyn_cast_or_null<ir::RotaryEmbeddingOp>(child(attn, "rotary_emb").getOperation());
-  if (!rot) return fail(attn, "has no rotary_emb"), mlir::FailureOr<cpu::ref::RopeParams>(mlir::failure());
+  if (!rot) {
+    (void)fail(attn, "has no rotary_emb");
+    return mlir::failure();
+  }
   RopeConfigInputs in;
   in.n_dims = int(rot.getDim());
   const llvm::StringRef arch = model_.getArch();
@@ -374,17 +377,23 @@ mlir::FailureOr<Value> Lowering::mla(ModuleInterface attn, const Value& x, int64
   rope_params(*rope, pc);
   call(attn, "mla_cache_store", dev, {*kv_a}, {}, {weight(norm.getWeight(), dev)}, pc, kv);
 
+  const bool absorbed = option_bool(attn, phase_->prefill ? "absorb_prefill" : "absorb_decode");
+  // Files with both forms (llama.cpp's newer conversions keep kv_b beside
+  // k_b + v_b): the absorbed form takes k_b + v_b, whose rows are what it
+  // multiplies by (the GPU's q_abs over kv_b read one value per row a thread:
+  // 74-84 us a V2-Lite layer against ~10 over k_b, ncu on the H100), the
+  // decompressed form kv_b.
   llvm::SmallVector<std::string> ws;
-  if (auto kv_b = llvm::dyn_cast_or_null<ir::LinearOp>(child(attn, "kv_b_proj").getOperation())) {
+  auto kv_b = llvm::dyn_cast_or_null<ir::LinearOp>(child(attn, "kv_b_proj").getOperation());
+  auto k_b = llvm::dyn_cast_or_null<ir::LinearOp>(child(attn, "k_b_proj").getOperation());
+  auto v_b = llvm::dyn_cast_or_null<ir::LinearOp>(child(attn, "v_b_proj").getOperation());
+  if (kv_b && !(absorbed && k_b && v_b)) {
     ws.push_back(weight(kv_b.getWeight(), dev));
   } else {
-    auto k_b = llvm::dyn_cast_or_null<ir::LinearOp>(child(attn, "k_b_proj").getOperation());
-    auto v_b = llvm::dyn_cast_or_null<ir::LinearOp>(child(attn, "v_b_proj").getOperation());
     if (!k_b || !v_b) return fail(attn, "has neither kv_b_proj nor k_b_proj + v_b_proj");
     ws.push_back(weight(k_b.getWeight(), dev));
     ws.push_back(weight(v_b.getWeight(), dev));
   }
-  const bool absorbed = option_bool(attn, phase_->prefill ? "absorb_prefill" : "absorb_decode");
   // DeepSeek's YaRN mscale goes into the softmax scale (rope_config.h).
   double log_mul = 0;
   if (auto rot = llvm::dyn_cast_or_null<ir::RotaryEmbeddingOp>(child(attn, "rotary_emb").getOperation()))

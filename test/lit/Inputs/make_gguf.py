@@ -4,7 +4,7 @@ broken on purpose. Uses only the standard library (struct), so the tests do
 not depend on the code under test to make their inputs.
 
   make_gguf.py OUT [--preset llama|deepseek2-split|qwen3moe] [--arch NAME]
-               [--drop TENSOR] [--shape TENSOR=d0,d1,...]
+               [--drop TENSOR] [--shape TENSOR=d0,d1,...] [--add TENSOR=d0,d1,...]
                [--drop-key KEY] [--set KEY=INT]
 """
 import argparse
@@ -154,6 +154,7 @@ def main():
     p.add_argument("--arch")
     p.add_argument("--drop", action="append", default=[])
     p.add_argument("--shape", action="append", default=[])
+    p.add_argument("--add", action="append", default=[])
     p.add_argument("--drop-key", action="append", default=[])
     p.add_argument("--set", action="append", default=[])
     args = p.parse_args()
@@ -166,6 +167,10 @@ def main():
         name, dims = spec.split("=")
         assert name in names, name
         tensors = [(n, [int(d) for d in dims.split(",")] if n == name else s) for n, s in tensors]
+    for spec in args.add:
+        name, dims = spec.split("=")
+        assert name not in names, name
+        tensors.append((name, [int(d) for d in dims.split(",")]))
     for key in args.drop_key:
         del meta[key]
     for spec in args.set:
