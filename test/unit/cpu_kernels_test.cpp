@@ -192,6 +192,21 @@ INSTANTIATE_TEST_SUITE_P(Types, FastMatmul,
 
 // ---- MoE experts -------------------------------------------------------------
 
+// cpu.moe_experts over n tokens of x with their routing (ids as I32 bits in floats, weights).
+std::unique_ptr<Call> moe_experts_call(Impl impl, std::vector<WeightView> w, std::vector<Param> params,
+                                       const std::vector<float>& x, const std::vector<float>& ids,
+                                       const std::vector<float>& wts, int64_t n_embd, int64_t n_used, int64_t n) {
+  auto c = std::make_unique<Call>("cpu.moe_experts", impl, Rounding::GgmlCpu);
+  c->spec.weights = std::move(w);
+  c->spec.params = std::move(params);
+  c->add_in(GgmlType::F32, n_embd, n, x);
+  c->add_in(GgmlType::I32, n_used, n, ids);
+  c->add_in(GgmlType::F32, n_used, n, wts);
+  c->add_out(GgmlType::F32, n_embd, n);
+  EXPECT_TRUE(c->bind()) << c->error;
+  return c;
+}
+
 TEST(FastMoe, MatchesReferenceAndIsBatchInvariant) {
   const int64_t n_embd = 256, n_ff = 512, n_expert = 8, n_used = 3, n = 11;
   const Tensor g = random_weight(GgmlType::Q4_K, {n_embd, n_ff, n_expert}, 1, "gate");
@@ -249,14 +264,7 @@ TEST(FastMoe, ManyTokensPerExpertMatchReference) {
       std::memcpy(&ids[size_t(t * n_used + k)], &e, 4);
     }
   auto make = [&](Impl impl) {
-    auto c = std::make_unique<Call>("cpu.moe_experts", impl, Rounding::GgmlCpu);
-    c->spec.weights = {g.view, u.view, d.view};
-    c->add_in(GgmlType::F32, n_embd, n, x);
-    c->add_in(GgmlType::I32, n_used, n, ids);
-    c->add_in(GgmlType::F32, n_used, n, wts);
-    c->add_out(GgmlType::F32, n_embd, n);
-    EXPECT_TRUE(c->bind()) << c->error;
-    return c;
+    return moe_experts_call(impl, {g.view, u.view, d.view}, {}, x, ids, wts, n_embd, n_used, n);
   };
   const StepData sd = one_sequence(n);
   auto fast = make(Impl::Fast), ref = make(Impl::Reference);
@@ -348,15 +356,7 @@ TEST(FastMoe, ExpertSlotsAndChoicesSplitSumsToWhole) {
     cold_slots.ints.push_back(it == hot.end() ? e : -1);
   }
   auto make = [&](Impl impl, std::vector<WeightView> w, std::vector<Param> params) {
-    auto c = std::make_unique<Call>("cpu.moe_experts", impl, Rounding::GgmlCpu);
-    c->spec.weights = std::move(w);
-    c->spec.params = std::move(params);
-    c->add_in(GgmlType::F32, n_embd, n, x);
-    c->add_in(GgmlType::I32, n_used, n, ids);
-    c->add_in(GgmlType::F32, n_used, n, wts);
-    c->add_out(GgmlType::F32, n_embd, n);
-    EXPECT_TRUE(c->bind()) << c->error;
-    return c;
+    return moe_experts_call(impl, std::move(w), std::move(params), x, ids, wts, n_embd, n_used, n);
   };
   const StepData sd = one_sequence(n);
   auto whole = make(Impl::Reference, {g.view, u.view, d.view}, {});
