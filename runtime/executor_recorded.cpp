@@ -81,7 +81,6 @@ Status Executor::Impl::run_recorded(BoundPhase& ph, size_t i, size_t j, const ke
   return ok_status();
 }
 
-
 namespace {
 
 // The gates of a phase: where the queue waits for a CPU call and where it
@@ -130,10 +129,18 @@ void plan_gates(BoundPhase& ph) {
 }
 
 // The host's side of a flag: spin on the word the GPU writes (PCIe writes
-// reach it in order after the copies they follow), then clear it.
-void await_flag(uint32_t* f) {
-  while (__atomic_load_n(f, __ATOMIC_ACQUIRE) != 1) _mm_pause();
+// reach it in order after the copies they follow), then clear it. False when
+// it has not come within `limit` (a GPU that stopped: an error, not a hang).
+bool await_flag(uint32_t* f, std::chrono::seconds limit) {
+  if (__atomic_load_n(f, __ATOMIC_ACQUIRE) != 1) {
+    const auto start = std::chrono::steady_clock::now();
+    for (uint64_t spins = 1; __atomic_load_n(f, __ATOMIC_ACQUIRE) != 1; ++spins) {
+      _mm_pause();
+      if (spins % (1 << 20) == 0 && std::chrono::steady_clock::now() - start > limit) return false;
+    }
+  }
   __atomic_store_n(f, 0, __ATOMIC_RELAXED);
+  return true;
 }
 
 }  // namespace
@@ -230,7 +237,12 @@ Status Executor::Impl::run_gated(BoundPhase& ph, int device, const kern::Step& s
     BoundCall& c = ph.calls[k];
     if (c.device_api) continue;
     const auto tw = std::chrono::steady_clock::now();
-    for (int f : g.cpu_waits[k]) await_flag(dev.flags + f);
+    for (int f : g.cpu_waits[k])
+      if (!await_flag(dev.flags + f, std::chrono::seconds(60))) {
+        gating_off = true;
+        return err(plan.path(), ": ", dev.name, " did not finish the copies ", c.name,
+                   " reads within 60 s (gated decode; KT_GATED=0 runs without it)");
+      }
     if (profiling && !g.cpu_waits[k].empty()) account(ph.name + " (host waits for GPU flags)", tw);
     const kern::CallArgs a = args_for(c, step);
     const auto tc = std::chrono::steady_clock::now();
