@@ -61,7 +61,6 @@ struct BoundCall {
   int kv = -1;
   int layer = -1;
   int device = 0;
-  kern::DeviceApi* device_api = nullptr;  // its device's API, null on the CPU (set for gated decode)
   kern::Kernel::Transfer transfer = kern::Kernel::Transfer::None;
 };
 
@@ -121,12 +120,11 @@ struct DeviceState {
     if (pinned_by) pinned_by->unpin(arena);
     if (!api) return;
     std::string e;
-    if (queue) (void)api->sync(queue, &e);
-    api->free_flags(flags);
     if (queue) {
       (void)api->sync(queue, &e);
       api->destroy_queue(index, queue);
     }
+    api->free_flags(flags);
     for (void* p : owned) api->free(index, p);
   }
 };
@@ -156,6 +154,10 @@ struct Executor::Impl {
   ~Impl() {
     std::string e;
     for (PendingCopy& c : pending) c.api->release_event(c.event);
+    for (TimedCall& t : timed) {  // a step that failed before settle_timed()
+      t.api->release_event(t.from);
+      t.api->release_event(t.to);
+    }
     for (BoundPhase& ph : phases) {
       for (Recording& r : ph.recordings) r.release();
       for (Recording& r : ph.gated) r.release();
@@ -231,6 +233,13 @@ struct Executor::Impl {
   // [i, j) recorded or replayed.
   size_t recordable_end(BoundPhase& ph, size_t i, const kern::Step& step);
   Status run_recorded(BoundPhase& ph, size_t i, size_t j, const kern::Step& step);
+  // Shared by both: the step's part of a recording's key (prepare_step's token
+  // and the step's shape) appended to *key; a new recording kept in `list`;
+  // a recording launched.
+  Status step_key(DeviceState& dev, const kern::Step& step, std::vector<uint64_t>* key);
+  Recording& keep_recording(BoundPhase& ph, std::vector<Recording>& list, std::vector<uint64_t> key, void* graph,
+                            DeviceState& dev, std::chrono::steady_clock::time_point t0);
+  Status launch_recording(BoundPhase& ph, Recording& rec, DeviceState& dev);
   // Hybrid decode as one recording: every GPU call of the phase in one graph,
   // the points where the GPU must wait for a CPU call (and the CPU for the
   // GPU's copies) as host flags, so no GPU work waits on the host issuing it.

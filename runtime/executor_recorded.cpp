@@ -10,6 +10,31 @@
 
 namespace kt {
 
+Status Executor::Impl::step_key(DeviceState& dev, const kern::Step& step, std::vector<uint64_t>* key) {
+  std::string e;
+  const uint64_t token = dev.api->prepare_step(dev.queue, step, &e);
+  if (!token) return err(plan.path(), ": ", e);
+  key->insert(key->end(), {uint64_t(step.n_tokens), uint64_t(step.n_outputs), token});
+  return ok_status();
+}
+
+Recording& Executor::Impl::keep_recording(BoundPhase& ph, std::vector<Recording>& list, std::vector<uint64_t> key,
+                                          void* graph, DeviceState& dev, std::chrono::steady_clock::time_point t0) {
+  list.push_back(Recording{std::move(key), graph, dev.api, 0});
+  ++recordings_made;
+  if (profiling) account(ph.name + " (recording cuda graphs)", t0);
+  return list.back();
+}
+
+Status Executor::Impl::launch_recording(BoundPhase& ph, Recording& rec, DeviceState& dev) {
+  rec.last_used = recorded_steps;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string e;
+  if (!dev.api->launch_graph(rec.graph, dev.queue, &e)) return err(plan.path(), ": ", e);
+  if (profiling) account(ph.name + " (cuda graph launches)", t0);
+  return ok_status();
+}
+
 size_t Executor::Impl::recordable_end(BoundPhase& ph, size_t i, const kern::Step& step) {
   const int device = ph.calls[i].device;
   if (!devices[size_t(device)]->api) return i + 1;
@@ -32,9 +57,8 @@ Status Executor::Impl::run_recorded(BoundPhase& ph, size_t i, size_t j, const ke
   DeviceState& dev = *devices[size_t(ph.calls[i].device)];
   const auto t0 = std::chrono::steady_clock::now();
   std::string e;
-  const uint64_t token = dev.api->prepare_step(dev.queue, step, &e);
-  if (!token) return err(plan.path(), ": ", e);
-  std::vector<uint64_t> key = {i, j, uint64_t(step.n_tokens), uint64_t(step.n_outputs), token};
+  std::vector<uint64_t> key = {i, j};
+  KT_TRY(step_key(dev, step, &key));
   for (size_t k = i; k < j; ++k) key.push_back(ph.calls[k].kernel->graph_key(args_for(ph.calls[k], step)));
   Recording* rec = nullptr;
   size_t same_start = 0;
@@ -67,15 +91,9 @@ Status Executor::Impl::run_recorded(BoundPhase& ph, size_t i, size_t j, const ke
       for (size_t k = i; k < j; ++k) KT_TRY(run_call(ph, ph.calls[k], step));
       return ok_status();
     }
-    ph.recordings.push_back(Recording{std::move(key), graph, dev.api, 0});
-    ++recordings_made;
-    rec = &ph.recordings.back();
-    if (profiling) account(ph.name + " (recording cuda graphs)", t0);
+    rec = &keep_recording(ph, ph.recordings, std::move(key), graph, dev, t0);
   }
-  rec->last_used = recorded_steps;
-  const auto t1 = std::chrono::steady_clock::now();
-  if (!dev.api->launch_graph(rec->graph, dev.queue, &e)) return err(plan.path(), ": ", e);
-  if (profiling) account(ph.name + " (cuda graph launches)", t1);
+  KT_TRY(launch_recording(ph, *rec, dev));
   // The copies' events, after the recording: it ends with its downloads.
   for (size_t k = i; k < j; ++k) KT_TRY(after_transfer(ph.calls[k], dev));
   return ok_status();
@@ -91,7 +109,8 @@ namespace {
 // flag, written before the GPU work that follows it, and every CPU call waits
 // for the landed flags since the previous CPU call. The shared experts the
 // plan puts after the downloads so run beside the CPU's experts.
-void plan_gates(BoundPhase& ph) {
+template <class OnGpu>
+void plan_gates(BoundPhase& ph, OnGpu on_gpu) {
   BoundPhase::Gates& g = ph.gates;
   const size_t n = ph.calls.size();
   g.wait_before.assign(n, -1);
@@ -108,8 +127,7 @@ void plan_gates(BoundPhase& ph) {
   };
   for (size_t k = 0; k < n; ++k) {
     const BoundCall& c = ph.calls[k];
-    const bool gpu = c.device_api != nullptr;
-    if (!gpu) {
+    if (!on_gpu(c)) {
       close_transfers();
       g.cpu_waits[k] = std::move(landed);
       landed.clear();
@@ -169,9 +187,9 @@ Status Executor::Impl::run_gated(BoundPhase& ph, int device, const kern::Step& s
   *ran = false;
   DeviceState& dev = *devices[size_t(device)];
   std::string e;
+  auto on_gpu = [&](const BoundCall& c) { return devices[size_t(c.device)]->api != nullptr; };
   if (!ph.gates.built) {
-    for (BoundCall& c : ph.calls) c.device_api = devices[size_t(c.device)]->api;
-    plan_gates(ph);
+    plan_gates(ph, on_gpu);
     if (dev.n_flags < ph.gates.n_flags) {
       dev.api->free_flags(dev.flags);
       dev.n_flags = 0;
@@ -186,11 +204,10 @@ Status Executor::Impl::run_gated(BoundPhase& ph, int device, const kern::Step& s
   }
   const BoundPhase::Gates& g = ph.gates;
   const auto t0 = std::chrono::steady_clock::now();
-  const uint64_t token = dev.api->prepare_step(dev.queue, step, &e);
-  if (!token) return err(plan.path(), ": ", e);
-  std::vector<uint64_t> key = {uint64_t(step.n_tokens), uint64_t(step.n_outputs), token};
+  std::vector<uint64_t> key;
+  KT_TRY(step_key(dev, step, &key));
   for (BoundCall& c : ph.calls)
-    if (c.device_api) key.push_back(c.kernel->graph_key(args_for(c, step)));
+    if (on_gpu(c)) key.push_back(c.kernel->graph_key(args_for(c, step)));
   Recording* rec = nullptr;
   for (Recording& r : ph.gated)
     if (r.key == key) rec = &r;
@@ -209,7 +226,7 @@ Status Executor::Impl::run_gated(BoundPhase& ph, int device, const kern::Step& s
     bool ok = true;
     for (size_t k = 0; k < ph.calls.size() && ok; ++k) {
       BoundCall& c = ph.calls[k];
-      if (!c.device_api) continue;
+      if (!on_gpu(c)) continue;
       if (g.wait_before[k] >= 0) ok = dev.api->wait_flag(dev.queue, dev.flags + g.wait_before[k], 1, &e);
       if (ok) c.kernel->run(args_for(c, step));
       if (ok && g.write_after[k] >= 0) ok = dev.api->write_flag(dev.queue, dev.flags + g.write_after[k], 1, &e);
@@ -222,20 +239,14 @@ Status Executor::Impl::run_gated(BoundPhase& ph, int device, const kern::Step& s
       std::fprintf(stderr, "kt: %s: gated decode off: %s\n", plan.path().c_str(), (ok ? e2 : e).c_str());
       return ok_status();
     }
-    ph.gated.push_back(Recording{std::move(key), graph, dev.api, 0});
-    ++recordings_made;
-    rec = &ph.gated.back();
-    if (profiling) account(ph.name + " (recording cuda graphs)", t0);
+    rec = &keep_recording(ph, ph.gated, std::move(key), graph, dev, t0);
   }
-  rec->last_used = recorded_steps;
-  const auto t1 = std::chrono::steady_clock::now();
-  if (!dev.api->launch_graph(rec->graph, dev.queue, &e)) return err(plan.path(), ": ", e);
-  if (profiling) account(ph.name + " (cuda graph launches)", t1);
+  KT_TRY(launch_recording(ph, *rec, dev));
   // The CPU calls, in order, each once the copies it reads have landed; its
   // "done" lets the GPU work waiting for it go.
   for (size_t k = 0; k < ph.calls.size(); ++k) {
     BoundCall& c = ph.calls[k];
-    if (c.device_api) continue;
+    if (on_gpu(c)) continue;
     const auto tw = std::chrono::steady_clock::now();
     for (int f : g.cpu_waits[k])
       if (!await_flag(dev.flags + f, std::chrono::seconds(60))) {

@@ -216,15 +216,17 @@ class MoeExpertsFast final : public Kernel {
     auto* tg = static_cast<uint8_t*>(scratch(5, tiles_gate));
     auto* tu = same_act_ ? tg : static_cast<uint8_t*>(scratch(6, tiles_up));
     auto* td = static_cast<uint8_t*>(scratch(7, tiles_down));
-    if (tiles_gate + tiles_up > 0)
+    // Each active expert's quantized rows (xq, arb bytes a row) into its tiles at off.
+    auto tile_experts = [&](GgmlType t, const uint8_t* xq, size_t arb, int64_t n_in, const std::vector<size_t>& off,
+                            uint8_t* tiles) {
       for_each_item(*a.par, int64_t(active_.size()), par, [&](int64_t i, int) {
         const int32_t e = active_[size_t(i)];
         const int64_t r0 = count_[size_t(e)], m = count_[size_t(e) + 1] - r0;
-        if (tile_gate_[size_t(e)] != kNoTiles)
-          cpu::tile_acts(g.type, xq_gate + size_t(r0) * arb_gate, n_embd, m, tg + tile_gate_[size_t(e)]);
-        if (!same_act_ && tile_up_[size_t(e)] != kNoTiles)
-          cpu::tile_acts(u.type, xq_up + size_t(r0) * arb_up, n_embd, m, tu + tile_up_[size_t(e)]);
+        if (off[size_t(e)] != kNoTiles) cpu::tile_acts(t, xq + size_t(r0) * arb, n_in, m, tiles + off[size_t(e)]);
       });
+    };
+    if (tiles_gate > 0) tile_experts(g.type, xq_gate, arb_gate, n_embd, tile_gate_, tg);
+    if (tiles_up > 0) tile_experts(u.type, xq_up, arb_up, n_embd, tile_up_, tu);
     const std::vector<size_t>& tile_up = same_act_ ? tile_gate_ : tile_up_;
     // One matrix of expert e over its rows r0.. (m of them) and outputs [o0, o1).
     auto product = [&](const WeightView& wv, int32_t e, const uint8_t* xq, size_t arb, const uint8_t* tiles,
@@ -256,13 +258,7 @@ class MoeExpertsFast final : public Kernel {
     for_each_item(*a.par, rows, par, [&](int64_t r, int) {
       cpu::quantize_acts(d.type, gate_out + r * n_ff, n_ff, 1, n_ff, hq + size_t(r) * arb_down);
     });
-    if (tiles_down > 0)
-      for_each_item(*a.par, int64_t(active_.size()), par, [&](int64_t i, int) {
-        const int32_t e = active_[size_t(i)];
-        const int64_t r0 = count_[size_t(e)], m = count_[size_t(e) + 1] - r0;
-        if (tile_down_[size_t(e)] != kNoTiles)
-          cpu::tile_acts(d.type, hq + size_t(r0) * arb_down, n_ff, m, td + tile_down_[size_t(e)]);
-      });
+    if (tiles_down > 0) tile_experts(d.type, hq, arb_down, n_ff, tile_down_, td);
 
     // down over (expert, block of n_embd rows).
     const int64_t emb_block = block_rows(n_embd, a.par->n_threads());

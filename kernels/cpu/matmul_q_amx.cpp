@@ -497,11 +497,8 @@ void run(GgmlType t, const uint8_t* w, uint64_t w_row_bytes, int64_t n, const ui
   auto* panel = reinterpret_cast<Panel*>(acc + max_tiles * 256);
   T::configure(tile_config(sub_values(t)));
   for (int64_t b0 = 0; b0 < n_batch; b0 += kGroupTiles * kTok) {
-    const int64_t nb = std::min<int64_t>(kGroupTiles * kTok, n_batch - b0), n_tiles = (nb + kTok - 1) / kTok;
-    if (!tiles)
-      for (int64_t tt = 0; tt < n_tiles; ++tt)
-        pack_tile(legacy, xq + size_t(b0 + tt * kTok) * act_bytes, act_bytes, std::min<int64_t>(kTok, nb - tt * kTok),
-                  n, packed + size_t(tt) * tb);
+    const int64_t nb = std::min<int64_t>(kGroupTiles * kTok, n_batch - b0);
+    if (!tiles) amx_pack_tiles(t, xq + size_t(b0) * act_bytes, act_bytes, n, nb, packed);
     const uint8_t* g = tiles ? tiles + size_t(b0 / kTok) * tb : packed;
     group<T>(t, w, w_row_bytes, n, g, nb, y + b0 * y_stride, y_stride, o_begin, o_end, acc, *panel);
   }

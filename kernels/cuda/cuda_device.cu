@@ -166,20 +166,7 @@ class CudaDevice final : public DeviceApi {
   }
 
   void* record_event(void* queue, std::string* error) override {
-    auto s = static_cast<cudaStream_t>(queue);
-    // The event must belong to the queue's device.
-    int dev = 0;
-    cudaError_t e = cudaStreamGetDevice(s, &dev);
-    if (e == cudaSuccess) e = cudaSetDevice(dev);
-    cudaEvent_t ev = nullptr;
-    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
-    if (e == cudaSuccess) e = cudaEventRecord(ev, s);
-    if (e != cudaSuccess) {
-      if (ev) cudaEventDestroy(ev);
-      fail(error, "cudaEventRecord", e);
-      return nullptr;
-    }
-    return ev;
+    return record(queue, cudaEventDisableTiming, error);
   }
 
   bool event_done(void* event) override {
@@ -198,21 +185,7 @@ class CudaDevice final : public DeviceApi {
     if (event) cudaEventDestroy(static_cast<cudaEvent_t>(event));
   }
 
-  void* record_timed_event(void* queue, std::string* error) override {
-    auto s = static_cast<cudaStream_t>(queue);
-    int dev = 0;
-    cudaError_t e = cudaStreamGetDevice(s, &dev);
-    if (e == cudaSuccess) e = cudaSetDevice(dev);
-    cudaEvent_t ev = nullptr;
-    if (e == cudaSuccess) e = cudaEventCreate(&ev);
-    if (e == cudaSuccess) e = cudaEventRecord(ev, s);
-    if (e != cudaSuccess) {
-      if (ev) cudaEventDestroy(ev);
-      fail(error, "cudaEventRecord (timed)", e);
-      return nullptr;
-    }
-    return ev;
-  }
+  void* record_timed_event(void* queue, std::string* error) override { return record(queue, cudaEventDefault, error); }
 
   double elapsed_ms(void* from, void* to) override {
     float ms = 0.0f;
@@ -318,6 +291,23 @@ class CudaDevice final : public DeviceApi {
   }
 
  private:
+  // An event with `flags` recorded on the queue; it must belong to the queue's device.
+  static void* record(void* queue, unsigned flags, std::string* error) {
+    auto s = static_cast<cudaStream_t>(queue);
+    int dev = 0;
+    cudaError_t e = cudaStreamGetDevice(s, &dev);
+    if (e == cudaSuccess) e = cudaSetDevice(dev);
+    cudaEvent_t ev = nullptr;
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&ev, flags);
+    if (e == cudaSuccess) e = cudaEventRecord(ev, s);
+    if (e != cudaSuccess) {
+      if (ev) cudaEventDestroy(ev);
+      fail(error, "cudaEventRecord", e);
+      return nullptr;
+    }
+    return ev;
+  }
+
   static bool device_pointer(uint32_t* flag, CUdeviceptr* d, std::string* error) {
     void* p = nullptr;
     const cudaError_t e = cudaHostGetDevicePointer(&p, flag, 0);
