@@ -126,9 +126,10 @@ struct RouteEvent {
   const float* margins = nullptr;  // [n_tokens]: how far each choice is from a tie
   int32_t* ids = nullptr;          // [n_tokens][n_used], best first; may be rewritten
   float* weights = nullptr;        // [n_tokens][n_used]; may be rewritten
-  // Re-chooses token t's experts with the runner-up in place of its weakest
-  // choice (the choice another implementation makes when a near tie tips).
-  std::function<void(int64_t t)> take_runner_up;
+  // Re-chooses token t's experts with the runner-up in place of its k-th
+  // weakest choice, k >= 1 (the choice another implementation makes when a
+  // near tie tips; ref::moe_route's take_runner_up).
+  std::function<void(int64_t t, int k)> take_runner_up;
 };
 
 // Sees (and may change) every routing decision: routing profiles, forced

@@ -90,9 +90,9 @@ void moe_ffn(ReferenceModel::State& s, int64_t il, const float* x, int64_t n,
   r.weights_scale = hp.expert_weights_scale;
   std::vector<float> margins(static_cast<size_t>(n));
   std::vector<uint8_t> swap(static_cast<size_t>(n), 0);
-  for (const auto& [swap_il, swap_pos] : s.routing_swaps)
+  for (const auto& [swap_il, swap_pos, k] : s.routing_swaps)
     for (int64_t t = 0; t < n; ++t)
-      if (il == swap_il && pos[size_t(t)] == swap_pos) swap[size_t(t)] = 1;
+      if (il == swap_il && pos[size_t(t)] == swap_pos) swap[size_t(t)] = uint8_t(k);
   ref::moe_route(logits.data(), n, r, ids.data(), weights.data(), margins.data(), swap.data());
   for (int64_t t = 0; t < n; ++t)
     s.routing_margins[size_t(t * hp.n_layer + il)] = margins[size_t(t)];
@@ -139,8 +139,8 @@ const ModelHParams& ReferenceModel::hparams() const { return s_->hp; }
 int64_t ReferenceModel::n_cached() const { return s_->n_cached; }
 const std::vector<float>& ReferenceModel::routing_margins() const { return s_->routing_margins; }
 
-void ReferenceModel::add_routing_swap(int64_t il, int64_t pos) {
-  s_->routing_swaps.emplace_back(il, pos);
+void ReferenceModel::add_routing_swap(int64_t il, int64_t pos, int k) {
+  s_->routing_swaps.emplace_back(il, pos, k);
 }
 void ReferenceModel::clear_routing_swaps() { s_->routing_swaps.clear(); }
 

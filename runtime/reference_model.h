@@ -104,7 +104,7 @@ class ReferenceModel {
   // For telling such near ties from errors: from now on, the token at position
   // pos takes the runner-up expert in place of its weakest chosen one in layer
   // il (moe_route's take_runner_up), until clear_routing_swaps().
-  void add_routing_swap(int64_t il, int64_t pos);
+  void add_routing_swap(int64_t il, int64_t pos, int k = 1);
   void clear_routing_swaps();
 
   struct State;  // weights and cache (runtime/reference_model_state.h)

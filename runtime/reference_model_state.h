@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <utility>
+#include <tuple>
 #include <vector>
 
 #include "runtime/gguf.h"
@@ -65,7 +66,7 @@ struct ReferenceModel::State {
   std::vector<RefLayerCache> cache;
   int64_t n_cached = 0;
   std::vector<float> routing_margins;  // of the last forward(), [n][n_layer]
-  std::vector<std::pair<int64_t, int64_t>> routing_swaps;  // (layer, position)
+  std::vector<std::tuple<int64_t, int64_t, int>> routing_swaps;  // (layer, position, k)
 };
 
 // reference_model_load.cpp

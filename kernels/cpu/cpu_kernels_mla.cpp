@@ -120,10 +120,18 @@ class MlaAttention final : public Kernel {
 // summation: the latents are used as the cache holds them (the reference's
 // GgmlCpu rounding of latents to kv_b's 8-bit blocks mirrors llama.cpp's
 // non-absorbed graph and is not part of this form's math).
+//
+// The weights stay as the file stores them (a decoding token reads 1.3 MB of
+// V2-Lite's Q5_0 k_b + Q4_K v_b a layer instead of 8 MB of floats): steps 1
+// and 3 decode kRows weight rows at a time (vec::dequant, the reference
+// decoder's floats) and use them for a block of up to kTokens tokens, so a
+// prompt decodes each row once per block, not once per token. The products
+// are small float GEMMs (vec::gemm_nt / gemm_nn: register blocks instead of
+// one dot product or axpy per row and head, which left the loads, not the
+// multiply-adds, the bound).
 class MlaAbsorbedFast final : public Kernel {
  public:
-  MlaAbsorbedFast(ref::MlaShape shape, float kq_scale, std::vector<float> w)
-      : s_(shape), kq_scale_(kq_scale), w_(std::move(w)) {}
+  MlaAbsorbedFast(ref::MlaShape shape, float kq_scale) : s_(shape), kq_scale_(kq_scale) {}
   std::string_view impl() const override { return "vector"; }
 
   void run(const CallArgs& a) override {
@@ -133,22 +141,40 @@ class MlaAbsorbedFast final : public Kernel {
     const int64_t H = s_.n_heads, dn = s_.d_nope, dr = s_.d_rope, dv = s_.d_v, r = s_.kv_lora_rank;
     const int64_t n = a.step->n_tokens;
     const int threads = a.par->n_threads();
+    const bool split = a.weights.size() == 2;
+    const WeightView& w_k = a.weights[0];  // kv_b, or k_b
+    const WeightView& w_v = a.weights[split ? 1 : 0];
     std::vector<int32_t> slot_of(static_cast<size_t>(n));
     for (const Run& rn : runs)
       for (int64_t t = rn.first; t < rn.first + rn.n; ++t) slot_of[size_t(t)] = rn.slot;
     int64_t work = 0;
     for (int64_t t = 0; t < n; ++t) work += (a.step->pos[t] + 1) * H * (r + dr);
-    const bool par = worth_threads(work);
+    const bool par = worth_threads(work + n * H * r * (dn + dv));
+    const int64_t n_blocks = (n + kTokens - 1) / kTokens;
 
-    // 1. q_abs [n][H][r].
+    // 1. q_abs [n][H][r], per (head, block of tokens), kRows weight rows at a time.
     auto* q_abs = static_cast<float*>(scratch(5, size_t(n * H * r) * sizeof(float)));
-    for_each_item(*a.par, n * H, par, [&](int64_t item, int) {
-      const int64_t t = item / H, h = item % H;
-      const float* q_nope = q.row(t) + h * (dn + dr);
-      const float* w_k = &w_[size_t(h * (dn + dv) * r)];  // [dn][r]
-      float* qa = q_abs + item * r;
-      std::fill(qa, qa + r, 0.0f);
-      for (int64_t j = 0; j < dn; ++j) vec::axpy(GgmlType::F32, w_k + j * r, q_nope[j], qa, r);
+    for_each_item(*a.par, n_blocks * H, par, [&](int64_t item, int) {
+      const int64_t h = item % H, t0 = item / H * kTokens, nt = std::min(n, t0 + kTokens) - t0;
+      auto* tile = static_cast<float*>(scratch(7, size_t(kRows * std::max(dn, r)) * sizeof(float)));
+      const float* q_nope = q.row(t0) + h * (dn + dr);
+      float* qa = q_abs + (t0 * H + h) * r;
+      if (split) {
+        // k_b head h: r rows of d_nope values, row c = column c of W_K_h.
+        for (int64_t c0 = 0; c0 < r; c0 += kRows) {
+          const int64_t nr = std::min(kRows, r - c0);
+          for (int64_t c = 0; c < nr; ++c) vec::dequant(w_k.type, w_k.row(c0 + c, h), tile + c * dn, dn);
+          vec::gemm_nt(q_nope, q.cols, tile, dn, qa + c0, H * r, nt, nr, dn, false);
+        }
+      } else {
+        // kv_b rows h * (d_nope + d_v) + j: row j of W_K_h, r values.
+        for (int64_t t = 0; t < nt; ++t) std::fill(qa + t * H * r, qa + t * H * r + r, 0.0f);
+        for (int64_t j0 = 0; j0 < dn; j0 += kRows) {
+          const int64_t nr = std::min(kRows, dn - j0);
+          for (int64_t j = 0; j < nr; ++j) vec::dequant(w_k.type, w_k.row(h * (dn + dv) + j0 + j), tile + j * r, r);
+          vec::gemm_nn(q_nope + j0, q.cols, tile, r, qa, H * r, nt, r, nr, nullptr);
+        }
+      }
     });
 
     // 2. Chunks: enough for twice the threads when few tokens decode.
@@ -171,68 +197,74 @@ class MlaAbsorbedFast final : public Kernel {
       std::fill(m, m + H, -INFINITY);
       std::fill(l, l + H, 0.0f);
       std::fill(o, o + H * r, 0.0f);
-      constexpr int64_t kBlock = 32;
-      auto* rows = static_cast<float*>(scratch(7, size_t(kBlock * (r + dr + H)) * sizeof(float)));
-      float* sc = rows + kBlock * (r + dr);  // [kBlock] scores of one head
+      // Blocks of rows that stay in L1 while every head's scores and
+      // attended latents are taken against them (small float GEMMs).
+      constexpr int64_t kBlock = 16;
+      auto* rows = static_cast<float*>(scratch(7, size_t(kBlock * (r + dr) + H * (kBlock + 1)) * sizeof(float)));
+      float* S = rows + kBlock * (r + dr);  // [H][kBlock] scores, then probabilities
+      float* rescale = S + H * kBlock;      // [H]
+      const float* q_pe = q.row(t) + dn;    // head h at h * (dn + dr)
       for (int64_t b0 = j0; b0 < j1; b0 += kBlock) {
         const int64_t nb = std::min(kBlock, j1 - b0);
         for (int64_t j = 0; j < nb; ++j) {
           vec::to_f32(kv.type, kv.k_row(slot_of[size_t(t)], b0 + j), rows + j * (r + dr), r);
           vec::to_f32(kv.type, kv.v_row(slot_of[size_t(t)], b0 + j), rows + j * (r + dr) + r, dr);
         }
+        vec::gemm_nt(q_abs + t * H * r, r, rows, r + dr, S, kBlock, H, nb, r, false);
+        vec::gemm_nt(q_pe, dn + dr, rows + r, r + dr, S, kBlock, H, nb, dr, true);
         for (int64_t h = 0; h < H; ++h) {
-          const float* qa = q_abs + (t * H + h) * r;
-          const float* q_pe = q.row(t) + h * (dn + dr) + dn;
+          float* sh = S + h * kBlock;
           float bmax = -INFINITY;
-          for (int64_t j = 0; j < nb; ++j) {
-            const float* row = rows + j * (r + dr);
-            sc[j] = kq_scale_ * (vec::dot_f32(row, qa, r) + vec::dot_f32(row + r, q_pe, dr));
-            bmax = std::max(bmax, sc[j]);
-          }
+          for (int64_t j = 0; j < nb; ++j) bmax = std::max(bmax, sh[j] *= kq_scale_);
           const float m_new = std::max(m[h], bmax);
-          const float rescale = std::exp(m[h] - m_new);  // 0 on the first block
-          float* oh = o + h * r;
-          if (rescale != 1.0f)
-            for (int64_t i = 0; i < r; ++i) oh[i] *= rescale;
-          float lsum = l[h] * rescale;
-          for (int64_t j = 0; j < nb; ++j) {
-            const float pj = std::exp(sc[j] - m_new);
-            lsum += pj;
-            vec::axpy(GgmlType::F32, rows + j * (r + dr), pj, oh, r);
-          }
-          l[h] = lsum;
+          rescale[h] = std::exp(m[h] - m_new);  // 0 on the first block
+          l[h] = l[h] * rescale[h] + vec::exp_shift(sh, nb, m_new);
           m[h] = m_new;
         }
+        vec::gemm_nn(S, kBlock, rows, r + dr, o, r, H, r, nb, rescale);
       }
     });
 
-    // 3. Merge the chunks, normalise, expand with W_UV.
-    for_each_item(*a.par, n * H, par, [&](int64_t item, int) {
-      const int64_t t = item / H, h = item % H;
-      const int64_t c0 = chunk_first_[size_t(t)], c1 = chunk_first_[size_t(t) + 1];
-      float M = -INFINITY;
-      for (int64_t c = c0; c < c1; ++c) M = std::max(M, parts[c * part + h]);
-      auto* o_lat = static_cast<float*>(scratch(7, size_t(r) * sizeof(float)));
-      std::fill(o_lat, o_lat + r, 0.0f);
-      double L = 0;
-      for (int64_t c = c0; c < c1; ++c) {
-        const float* P = parts + c * part;
-        if (P[H + h] == 0.0f) continue;  // an empty chunk
-        const float f = std::exp(P[h] - M);
-        L += double(f) * double(P[H + h]);
-        vec::axpy(GgmlType::F32, P + 2 * H + h * r, f, o_lat, r);
+    // 3. Per (head, block of tokens): each token's chunks merged, then W_UV o / l.
+    for_each_item(*a.par, n_blocks * H, par, [&](int64_t item, int) {
+      const int64_t h = item % H, t0 = item / H * kTokens, t1 = std::min(n, t0 + kTokens);
+      auto* o_lat = static_cast<float*>(scratch(7, size_t((kTokens + kRows) * r) * sizeof(float)));  // [kTokens][r]
+      float* tile = o_lat + kTokens * r;  // [kRows][r]
+      float inv[kTokens];
+      for (int64_t t = t0; t < t1; ++t) {
+        float* ot = o_lat + (t - t0) * r;
+        const int64_t c0 = chunk_first_[size_t(t)], c1 = chunk_first_[size_t(t) + 1];
+        float M = -INFINITY;
+        for (int64_t c = c0; c < c1; ++c) M = std::max(M, parts[c * part + h]);
+        std::fill(ot, ot + r, 0.0f);
+        double L = 0;
+        for (int64_t c = c0; c < c1; ++c) {
+          const float* P = parts + c * part;
+          if (P[H + h] == 0.0f) continue;  // an empty chunk
+          const float f = std::exp(P[h] - M);
+          L += double(f) * double(P[H + h]);
+          vec::axpy(GgmlType::F32, P + 2 * H + h * r, f, ot, r);
+        }
+        inv[t - t0] = float(1.0 / L);
       }
-      const float inv = float(1.0 / L);
-      const float* w_v = &w_[size_t((h * (dn + dv) + dn) * r)];  // [dv][r]
-      float* out = y.row(t) + h * dv;
-      for (int64_t i = 0; i < dv; ++i) out[i] = inv * vec::dot_f32(w_v + i * r, o_lat, r);
+      // W_V_h rows: v_b head h, or kv_b rows h * (d_nope + d_v) + d_nope + i.
+      float* out = y.row(t0) + h * dv;
+      for (int64_t i0 = 0; i0 < dv; i0 += kRows) {
+        const int64_t nr = std::min(kRows, dv - i0);
+        for (int64_t i = 0; i < nr; ++i)
+          vec::dequant(w_v.type, split ? w_v.row(i0 + i, h) : w_v.row(h * (dn + dv) + dn + i0 + i), tile + i * r, r);
+        vec::gemm_nt(o_lat, r, tile, r, out + i0, y.cols, t1 - t0, nr, r, false);
+      }
+      for (int64_t t = t0; t < t1; ++t)
+        for (int64_t i = 0; i < dv; ++i) out[(t - t0) * y.cols + i] *= inv[t - t0];
     });
   }
 
  private:
+  static constexpr int64_t kTokens = 16;  // tokens per weight row decoded
+  static constexpr int64_t kRows = 16;    // weight rows decoded at a time
   ref::MlaShape s_;
   float kq_scale_;
-  std::vector<float> w_;
   std::vector<int64_t> chunk_first_;  // per token, its first chunk (and the end)
 };
 
@@ -293,7 +325,7 @@ std::unique_ptr<Kernel> make_mla(const CallSpec& s, std::string* error, bool abs
   // function, and on the CPU the faster order in both phases (decompressing
   // K and V per cached token only pays off with large matmul units, as a
   // GPU's prefill has). The reference keeps each form's own order.
-  if (s.impl == Impl::Fast) return std::make_unique<MlaAbsorbedFast>(m, float(scale), decode_kv_b(s, m));
+  if (s.impl == Impl::Fast) return std::make_unique<MlaAbsorbedFast>(m, float(scale));
   return std::make_unique<MlaAttention>(absorbed, m, float(scale), decode_kv_b(s, m), latent_type, rounding);
 }
 

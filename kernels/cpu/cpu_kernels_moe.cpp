@@ -92,8 +92,8 @@ class MoeGate final : public Kernel {
     ev.margins = margins_.data();
     ev.ids = ids.i32();
     ev.weights = w.f32();
-    ev.take_runner_up = [&](int64_t t) {
-      const uint8_t swap = 1;
+    ev.take_runner_up = [&](int64_t t, int k) {
+      const uint8_t swap = uint8_t(k);
       ref::moe_route(&logits_[size_t(t * ne)], 1, r, ids.i32() + t * nu, w.f32() + t * nu, nullptr, &swap);
     };
     a.routing->on_route(ev);

@@ -216,10 +216,12 @@ struct MoeRouting {
 // next one's, when smaller). Any rounding difference larger than the margin may
 // choose other experts, which changes the output wholesale: comparisons across
 // implementations need it.
-// take_runner_up (optional, [n_tokens]): where non-zero, the token gets the
-// best eligible unchosen expert in place of its weakest chosen one, weighted by
-// the same rules: the choice another implementation makes when a near tie
-// falls the other way (for tests that must tell such ties from errors).
+// take_runner_up (optional, [n_tokens]): where k > 0, the token gets the best
+// eligible unchosen expert in place of its k-th weakest chosen one (1: the
+// weakest), weighted by the same rules: the choice another implementation
+// makes when a near tie falls the other way (for tests that must tell such
+// ties from errors). k = 2 covers chosen experts tied among themselves, where
+// which one is "weakest" is a tie-break.
 void moe_route(const float* logits, int64_t n_tokens, const MoeRouting& r, int32_t* ids,
                float* weights, float* margins = nullptr, const uint8_t* take_runner_up = nullptr);
 

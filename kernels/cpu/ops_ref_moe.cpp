@@ -78,9 +78,10 @@ void moe_route(const float* logits, int64_t n_tokens, const MoeRouting& r, int32
 
     std::vector<int64_t> chosen = top_k(sel, r.n_used);
     if (margins) margins[t] = std::min(margin, gap_after(sel, chosen, r.n_used));
-    if (take_runner_up && take_runner_up[t] && r.n_used < r.n_expert) {
+    const int64_t drop = take_runner_up ? take_runner_up[t] : 0;
+    if (drop > 0 && drop <= r.n_used && r.n_used < r.n_expert) {
       const std::vector<int64_t> ranked = top_k(sel, r.n_used + 1);
-      if (sel[size_t(ranked.back())] > -INFINITY) chosen.back() = ranked.back();
+      if (sel[size_t(ranked.back())] > -INFINITY) chosen[size_t(r.n_used - drop)] = ranked.back();
     }
     int32_t* ids_t = ids + t * r.n_used;
     float* w_t = weights + t * r.n_used;

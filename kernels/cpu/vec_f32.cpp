@@ -3,6 +3,7 @@
 // when cpu_features says the CPU has them (the same pattern as matmul_q).
 #include "kernels/cpu/vec_f32.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "kernels/cpu/cpu_features.h"
@@ -16,6 +17,12 @@ float dot(GgmlType type, const void* row, const float* x, int64_t n);
 void axpy(GgmlType type, const void* row, float a, float* y, int64_t n);
 void to_f32(GgmlType type, const void* row, float* dst, int64_t n);
 void silu_mul(const float* gate, const float* up, int64_t n, float* y);
+float exp_shift(float* x, int64_t n, float m);
+bool dequant(GgmlType type, const void* row, float* dst, int64_t n);  // dequant_avx512.cpp
+void gemm_nt(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t m, int64_t n,
+             int64_t k, bool accumulate);
+void gemm_nn(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t m, int64_t n,
+             int64_t k, const float* c_scale);
 }  // namespace avx512
 
 namespace {
@@ -63,6 +70,40 @@ void to_f32(GgmlType type, const void* row, float* dst, int64_t n) {
 void axpy(GgmlType type, const void* row, float a, float* y, int64_t n) {
   if (use_avx512()) return avx512::axpy(type, row, a, y, n);
   for (int64_t i = 0; i < n; ++i) y[i] += a * load(type, row, i);
+}
+
+void dequant(GgmlType type, const void* row, float* dst, int64_t n) {
+  if (type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16) return to_f32(type, row, dst, n);
+  if (use_avx512() && avx512::dequant(type, row, dst, n)) return;
+  type_traits(type).dequant_row(row, dst, n);
+}
+
+void gemm_nt(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t m, int64_t n,
+             int64_t k, bool accumulate) {
+  if (use_avx512()) return avx512::gemm_nt(a, lda, b, ldb, c, ldc, m, n, k, accumulate);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      const float d = dot_f32(a + i * lda, b + j * ldb, k);
+      c[i * ldc + j] = accumulate ? c[i * ldc + j] + d : d;
+    }
+}
+
+void gemm_nn(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t m, int64_t n,
+             int64_t k, const float* c_scale) {
+  if (use_avx512()) return avx512::gemm_nn(a, lda, b, ldb, c, ldc, m, n, k, c_scale);
+  for (int64_t i = 0; i < m; ++i) {
+    float* ci = c + i * ldc;
+    if (c_scale)
+      for (int64_t l = 0; l < n; ++l) ci[l] *= c_scale[i];
+    for (int64_t j = 0; j < k; ++j) axpy(GgmlType::F32, b + j * ldb, a[i * lda + j], ci, n);
+  }
+}
+
+float exp_shift(float* x, int64_t n, float m) {
+  if (use_avx512()) return avx512::exp_shift(x, n, m);
+  float sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += (x[i] = std::exp(x[i] - m));
+  return sum;
 }
 
 void silu_mul(const float* gate, const float* up, int64_t n, float* y) {

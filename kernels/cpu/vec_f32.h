@@ -18,6 +18,25 @@ void axpy(GgmlType type, const void* row, float a, float* y, int64_t n);
 float dot_f32(const float* a, const float* b, int64_t n);
 // dst[i] = row[i] as float.
 void to_f32(GgmlType type, const void* row, float* dst, int64_t n);
+// dst[i] = value i of a GGUF row of n values (n a multiple of the type's block
+// size), bit for bit what type_traits(type).dequant_row gives; AVX-512 for
+// Q4_0, Q5_0, Q8_0, Q4_K, Q6_K, IQ4_XS and F32/F16/BF16, the reference decoder
+// otherwise.
+void dequant(GgmlType type, const void* row, float* dst, int64_t n);
+// Small float products for attention over a block of cached rows (row-major,
+// leading dimensions in floats), accumulated in float in any order:
+// gemm_nt: C[i][j] (+)= sum_k A[i][k] * B[j][k] for i < m, j < n (+= when
+//   accumulate, = otherwise).
+// gemm_nn: C[i][l] = c_scale[i] * C[i][l] + sum_j A[i][j] * B[j][l] for i < m,
+//   l < n, j < k (c_scale null: 1).
+void gemm_nt(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t m, int64_t n,
+             int64_t k, bool accumulate);
+void gemm_nn(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t m, int64_t n,
+             int64_t k, const float* c_scale);
+// x[i] = exp(x[i] - m) (softmax weights: x[i] <= m) and their sum; within
+// ~2 ulp of the exact exp (the AVX-512 path's polynomial); arguments below
+// -104 give 0 or a denormal, as exp in float does.
+float exp_shift(float* x, int64_t n, float m);
 // y[i] = silu(gate[i]) * up[i] in float (y may be gate): within ~2 ulp of the
 // reference's ref::silu_glu (computed in double), which the portable path is.
 void silu_mul(const float* gate, const float* up, int64_t n, float* y);

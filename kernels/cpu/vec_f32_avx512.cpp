@@ -73,18 +73,86 @@ void to_f32(GgmlType type, const void* row, float* dst, int64_t n) {
   }
 }
 
+// gemm_nt in blocks of MI rows of A by NJ rows of B: MI * NJ accumulators,
+// MI + NJ loads per MI * NJ multiply-adds, one reduction per output.
+namespace {
+inline __mmask16 tail_mask(int64_t left) { return left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1); }
+
+template <int MI, int NJ>
+void nt_block(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t k,
+              bool accumulate) {
+  __m512 s[MI][NJ];
+  for (int i = 0; i < MI; ++i)
+    for (int j = 0; j < NJ; ++j) s[i][j] = _mm512_setzero_ps();
+  for (int64_t kk = 0; kk < k; kk += 16) {
+    const __mmask16 m = tail_mask(k - kk);
+    __m512 bv[NJ];
+    for (int j = 0; j < NJ; ++j) bv[j] = _mm512_maskz_loadu_ps(m, b + j * ldb + kk);
+    for (int i = 0; i < MI; ++i) {
+      const __m512 av = _mm512_maskz_loadu_ps(m, a + i * lda + kk);
+      for (int j = 0; j < NJ; ++j) s[i][j] = _mm512_fmadd_ps(av, bv[j], s[i][j]);
+    }
+  }
+  for (int i = 0; i < MI; ++i)
+    for (int j = 0; j < NJ; ++j) {
+      const float d = _mm512_reduce_add_ps(s[i][j]);
+      c[i * ldc + j] = accumulate ? c[i * ldc + j] + d : d;
+    }
+}
+
+template <int MI>
+void nt_rows(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t n, int64_t k,
+             bool accumulate) {
+  int64_t j = 0;
+  for (; j + 2 <= n; j += 2) nt_block<MI, 2>(a, lda, b + j * ldb, ldb, c + j, ldc, k, accumulate);
+  if (j < n) nt_block<MI, 1>(a, lda, b + j * ldb, ldb, c + j, ldc, k, accumulate);
+}
+
+// gemm_nn for MI rows of C: per 16 columns, MI accumulators, one load of B's
+// row segment and MI broadcasts of A per step of j.
+template <int MI>
+void nn_rows(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t n, int64_t k,
+             const float* c_scale) {
+  for (int64_t l = 0; l < n; l += 16) {
+    const __mmask16 m = tail_mask(n - l);
+    __m512 acc[MI];
+    for (int i = 0; i < MI; ++i) {
+      acc[i] = _mm512_maskz_loadu_ps(m, c + i * ldc + l);
+      if (c_scale) acc[i] = _mm512_mul_ps(acc[i], _mm512_set1_ps(c_scale[i]));
+    }
+    for (int64_t j = 0; j < k; ++j) {
+      const __m512 bv = _mm512_maskz_loadu_ps(m, b + j * ldb + l);
+      for (int i = 0; i < MI; ++i) acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(a[i * lda + j]), bv, acc[i]);
+    }
+    for (int i = 0; i < MI; ++i) _mm512_mask_storeu_ps(c + i * ldc + l, m, acc[i]);
+  }
+}
+}  // namespace
+
+void gemm_nt(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t m, int64_t n,
+             int64_t k, bool accumulate) {
+  int64_t i = 0;
+  for (; i + 4 <= m; i += 4) nt_rows<4>(a + i * lda, lda, b, ldb, c + i * ldc, ldc, n, k, accumulate);
+  for (; i < m; ++i) nt_rows<1>(a + i * lda, lda, b, ldb, c + i * ldc, ldc, n, k, accumulate);
+}
+
+void gemm_nn(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t m, int64_t n,
+             int64_t k, const float* c_scale) {
+  int64_t i = 0;
+  for (; i + 8 <= m; i += 8)
+    nn_rows<8>(a + i * lda, lda, b, ldb, c + i * ldc, ldc, n, k, c_scale ? c_scale + i : nullptr);
+  for (; i < m; ++i) nn_rows<1>(a + i * lda, lda, b, ldb, c + i * ldc, ldc, n, k, c_scale ? c_scale + i : nullptr);
+}
+
 // silu(g) * u in float: exp by range reduction (t = k ln2 + r, |r| <= ln2/2),
 // Cephes' degree-6 polynomial and _mm512_scalef_ps for 2^k (which gives inf
 // and 0 past float's range, so silu is -0 and g there). ~2 ulp from the
-// reference's double computation. The tail runs the same vector code under a
+// reference's double computation; exp_shift uses the same exp. The tail runs the same vector code under a
 // mask, so an element's bits do not depend on where it sits in the row.
 namespace {
-inline __m512 silu_mul16(__m512 g, __m512 u) {
-  // exp(-g), the argument held to [-104, 89]: past those ends exp is 0 or inf
-  // in float anyway, and the reduction below stays exact (a NaN g is kept by
-  // the division).
-  const __m512 t = _mm512_min_ps(_mm512_max_ps(_mm512_sub_ps(_mm512_setzero_ps(), g), _mm512_set1_ps(-104.0f)),
-                                 _mm512_set1_ps(89.0f));
+// exp(t) for t in [-104, 89] (callers clamp): range reduction t = k ln2 + r,
+// Cephes' polynomial for exp(r), _mm512_scalef_ps for 2^k.
+inline __m512 exp16(__m512 t) {
   const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(t, _mm512_set1_ps(1.44269504088896341f)),
                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), t);
@@ -96,7 +164,18 @@ inline __m512 silu_mul16(__m512 g, __m512 u) {
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
   p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  const __m512 e = _mm512_scalef_ps(p, k);
+  return _mm512_scalef_ps(p, k);
+}
+
+inline __m512 clamp_exp_arg(__m512 t) {
+  return _mm512_min_ps(_mm512_max_ps(t, _mm512_set1_ps(-104.0f)), _mm512_set1_ps(89.0f));
+}
+
+inline __m512 silu_mul16(__m512 g, __m512 u) {
+  // exp(-g), the argument held to [-104, 89]: past those ends exp is 0 or inf
+  // in float anyway, and the reduction stays exact (a NaN g is kept by the
+  // division).
+  const __m512 e = exp16(clamp_exp_arg(_mm512_sub_ps(_mm512_setzero_ps(), g)));
   return _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.0f), e)), u);
 }
 }  // namespace
@@ -109,6 +188,18 @@ void silu_mul(const float* gate, const float* up, int64_t n, float* y) {
     const __mmask16 m = __mmask16((1u << (n - i)) - 1);
     _mm512_mask_storeu_ps(y + i, m, silu_mul16(_mm512_maskz_loadu_ps(m, gate + i), _mm512_maskz_loadu_ps(m, up + i)));
   }
+}
+
+float exp_shift(float* x, int64_t n, float m) {
+  const __m512 mv = _mm512_set1_ps(m);
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 k = tail_mask(n - i);
+    const __m512 e = exp16(clamp_exp_arg(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), mv)));
+    _mm512_mask_storeu_ps(x + i, k, e);
+    sum = _mm512_add_ps(sum, _mm512_maskz_mov_ps(k, e));
+  }
+  return _mm512_reduce_add_ps(sum);
 }
 
 }  // namespace kt::kern::vec::avx512

@@ -235,8 +235,8 @@ class CudaMoeGate final : public Kernel {
     ev.margins = margins.data();
     ev.ids = id.data();
     ev.weights = wt.data();
-    ev.take_runner_up = [&](int64_t t) {
-      const uint8_t swap = 1;
+    ev.take_runner_up = [&](int64_t t, int k) {
+      const uint8_t swap = uint8_t(k);
       ref::moe_route(&lg[size_t(t * ne)], 1, r, id.data() + t * nu, wt.data() + t * nu, nullptr, &swap);
     };
     a.routing->on_route(ev);

@@ -396,7 +396,7 @@ class Hook final : public kern::RoutingHook {
   std::vector<float> margins;
   void on_route(kern::RouteEvent& e) override {
     margins.assign(e.margins, e.margins + e.step->n_tokens);
-    if (swap_token >= 0 && swap_token < e.step->n_tokens) e.take_runner_up(swap_token);
+    if (swap_token >= 0 && swap_token < e.step->n_tokens) e.take_runner_up(swap_token, 1);
   }
 };
 

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <tuple>
 #include <vector>
 
 #include "kernels/cpu/matmul_q.h"
@@ -321,6 +322,91 @@ TEST(FastSiluMul, WithinFourUlpsOfReferenceWhereverTheValueSits) {
   for (size_t i = 1; i < y1.size(); ++i) EXPECT_EQ(std::memcmp(&y1[i], &y1[0], 4), 0) << "lane " << i;
 }
 
+// Softmax weights: exp(x - m) within 4 ulp of exp in double wherever the value
+// sits in the row (16 lanes and a tail), including arguments near 0 and far
+// below (where exp underflows), and the returned sum matches.
+TEST(VecExpShift, WithinFourUlpsOfExpAndSumsThem) {
+  for (int64_t n : {int64_t(1000), int64_t(37), int64_t(3)}) {
+    std::vector<float> x = random_floats(size_t(n), 51, 60.0f);
+    for (float& v : x) v -= 50.0f;  // [-110, 10]
+    const float edge[] = {0.0f, -1e-7f, -0.6931f, -87.0f, -103.9f, -104.0f, -120.0f};
+    for (size_t i = 0; i < std::size(edge) && i < size_t(n); ++i) x[i] = edge[i] + 10.0f;
+    std::vector<float> y = x;
+    const float sum = vec::exp_shift(y.data(), n, 10.0f);
+    double want_sum = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double want = std::exp(double(x[size_t(i)] - 10.0f));  // the difference taken in float, as defined
+      want_sum += want;
+      ASSERT_LE(std::fabs(double(y[size_t(i)]) - want), 4.0 * want * 0x1p-24 + 2e-45)
+          << "exp(" << x[size_t(i)] << " - 10) at " << i << " of " << n;
+    }
+    EXPECT_NEAR(sum, want_sum, 1e-6 * want_sum) << n;
+  }
+}
+
+// The small GEMMs of the MLA kernel against sums in double, on shapes that
+// leave every remainder (rows past the 4- and 8-row blocks, an odd column of B,
+// a k and an n past the 16-lane steps) and leading dimensions wider than the rows.
+TEST(VecGemm, SmallProductsMatchDoubleSums) {
+  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{11, 21, 37}, {16, 16, 512}, {1, 3, 5}, {9, 1, 16}}) {
+    const int64_t lda = k + 3, ldb = k + 5, ldc = n + 2;
+    const std::vector<float> a = random_floats(size_t(m * lda), 61), b = random_floats(size_t(n * ldb), 62);
+    const std::vector<float> c0 = random_floats(size_t(m * ldc), 63), scale = random_floats(size_t(m), 64);
+    for (bool acc : {false, true}) {
+      std::vector<float> c = c0;
+      vec::gemm_nt(a.data(), lda, b.data(), ldb, c.data(), ldc, m, n, k, acc);
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < ldc; ++j) {
+          double want = j < n && acc ? c0[size_t(i * ldc + j)] : (j < n ? 0.0 : c0[size_t(i * ldc + j)]);
+          for (int64_t l = 0; j < n && l < k; ++l) want += double(a[size_t(i * lda + l)]) * b[size_t(j * ldb + l)];
+          ASSERT_NEAR(c[size_t(i * ldc + j)], want, 1e-5 * (1 + std::sqrt(double(k))))
+              << "gemm_nt " << m << "x" << n << "x" << k << " acc " << acc << " at " << i << "," << j;
+        }
+    }
+    // gemm_nn: A [m][k] (lda), B [k][n] (ldb = n + 5), C [m][n] scaled per row.
+    const int64_t ldb2 = n + 5;
+    const std::vector<float> b2 = random_floats(size_t(k * ldb2), 65);
+    for (const float* sc : {static_cast<const float*>(nullptr), scale.data()}) {
+      std::vector<float> c = c0;
+      vec::gemm_nn(a.data(), lda, b2.data(), ldb2, c.data(), ldc, m, n, k, sc);
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < ldc; ++j) {
+          double want = c0[size_t(i * ldc + j)];
+          if (j < n) {
+            if (sc) want *= sc[i];
+            for (int64_t l = 0; l < k; ++l) want += double(a[size_t(i * lda + l)]) * b2[size_t(l * ldb2 + j)];
+          }
+          ASSERT_NEAR(c[size_t(i * ldc + j)], want, 1e-5 * (1 + std::sqrt(double(k))))
+              << "gemm_nn " << m << "x" << n << "x" << k << " scaled " << (sc != nullptr) << " at " << i << "," << j;
+        }
+    }
+  }
+}
+
+// vec::dequant's vector decoders give the reference decoder's floats bit for
+// bit, every type (those without a vector decoder fall back), over rows of
+// several blocks of random bits (every nibble, sign and scale pattern shows up).
+TEST(VecDequant, BitEqualToReferenceDecoderForEveryType) {
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K,
+                     GgmlType::IQ4_XS, GgmlType::Q5_K, GgmlType::F16, GgmlType::BF16, GgmlType::F32}) {
+    const TypeTraits& tt = type_traits(t);
+    const int64_t n = 7 * 256;  // 7 super-blocks, 56 legacy blocks
+    std::vector<uint8_t> row(size_t(tt.row_bytes(n)));
+    SplitMix64 rng(uint64_t(t) + 5);
+    fill_random_blocks(t, row.data(), row.size(), rng, 0.0f, 2.0f);
+    std::vector<float> want(static_cast<size_t>(n)), got(static_cast<size_t>(n), -1.0f);
+    tt.dequant_row(row.data(), want.data(), n);
+    vec::dequant(t, row.data(), got.data(), n);
+    int64_t nonzero = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(std::memcmp(&got[size_t(i)], &want[size_t(i)], 4), 0)
+          << type_name(t) << " value " << i << ": " << got[size_t(i)] << " vs " << want[size_t(i)];
+      nonzero += want[size_t(i)] != 0.0f;
+    }
+    EXPECT_GT(nonzero, n / 2) << type_name(t);
+  }
+}
+
 // Experts split between two holders (profile-guided placement: hot experts on
 // the GPU, the rest on the CPU): one call holds a gathered subset of the
 // slices, the other the whole tensor with the subset's slots -1. The two
@@ -473,54 +559,79 @@ TEST(MoeGate, ExpertBlocksGiveWhatTokensGive) {
 
 // ---- MLA, absorbed ---------------------------------------------------------------
 
+// The weights as files store them: kv_b, or k_b + v_b (newer conversions),
+// legacy and k-quant types; the fast path decodes their rows on the fly.
+// Slot 1 takes a 20-token chunk of a prompt (two blocks of the fast path's 16
+// tokens a decoded weight row), slot 0 decodes one token.
 TEST(FastMla, AbsorbedMatchesReferenceOverSeveralSequences) {
-  const int64_t H = 4, dn = 32, dr = 16, dv = 24, r = 64, n_ctx = 40;
-  for (GgmlType cache_type : {GgmlType::F32, GgmlType::F16}) {
-    const Tensor kv_b = random_weight(GgmlType::Q8_0, {r, H * (dn + dv)}, 9, "kv_b");
-    // A cache of two slots filled with random latents and rope keys.
-    const size_t es = type_traits(cache_type).type_size;
-    std::vector<uint8_t> k(size_t(2 * n_ctx * r) * es), v(size_t(2 * n_ctx * dr) * es);
-    SplitMix64 rng(13);
-    fill_random_blocks(cache_type, k.data(), k.size(), rng, 0.0f, 1.0f);
-    fill_random_blocks(cache_type, v.data(), v.size(), rng, 0.0f, 1.0f);
-    KvView kv{KvView::Kind::MlaLatent, cache_type, 2, n_ctx, 1, r, dr, k.data(), v.data()};
-    // Step: slot 1 at positions 7..9 (a chunk of a prompt), slot 0 decoding at 30.
-    StepData sd;
-    for (int32_t p : {7, 8, 9}) {
-      sd.pos.push_back(p);
-      sd.slot.push_back(1);
+  struct Case {
+    int64_t r;
+    GgmlType kv_b, k_b, v_b;  // kv_b, or (F32 there) k_b + v_b
+  };
+  const int64_t H = 4, dn = 64, dr = 32, dv = 64, n_ctx = 48;
+  for (const Case k : {Case{64, GgmlType::Q8_0, GgmlType::F32, GgmlType::F32},
+                       Case{256, GgmlType::Q4_K, GgmlType::F32, GgmlType::F32},
+                       Case{256, GgmlType::IQ4_XS, GgmlType::F32, GgmlType::F32},
+                       Case{256, GgmlType::F32, GgmlType::Q5_0, GgmlType::Q6_K},
+                       Case{256, GgmlType::F32, GgmlType::Q8_0, GgmlType::IQ4_XS}}) {
+    const int64_t r = k.r;
+    const bool split = k.kv_b == GgmlType::F32;
+    std::vector<Tensor> w;
+    if (split) {
+      w.push_back(random_weight(k.k_b, {dn, r, H}, 9, "k_b"));
+      w.push_back(random_weight(k.v_b, {r, dv, H}, 10, "v_b"));
+    } else {
+      w.push_back(random_weight(k.kv_b, {r, H * (dn + dv)}, 9, "kv_b"));
     }
-    sd.pos.push_back(30);
-    sd.slot.push_back(0);
-    sd.tokens.assign(4, 1);
-    sd.outputs = {0, 1, 2, 3};
-    const std::vector<float> q = random_floats(size_t(4 * H * (dn + dr)), 17);
-    auto make = [&](Impl impl) {
-      auto c = std::make_unique<Call>("cpu.mla_attention_absorbed", impl, Rounding::Exact);
-      c->spec.weights = {kv_b.view};
-      c->spec.kv = &kv;
-      auto ip = [](const char* k, int64_t v) {
-        Param p;
-        p.key = k;
-        p.i = v;
-        return p;
+    const std::string what = split ? std::string(type_name(k.k_b)) + "+" + std::string(type_name(k.v_b))
+                                   : std::string(type_name(k.kv_b));
+    for (GgmlType cache_type : {GgmlType::F32, GgmlType::F16}) {
+      // A cache of two slots filled with random latents and rope keys.
+      const size_t es = type_traits(cache_type).type_size;
+      std::vector<uint8_t> kc(size_t(2 * n_ctx * r) * es), vc(size_t(2 * n_ctx * dr) * es);
+      SplitMix64 rng(13);
+      fill_random_blocks(cache_type, kc.data(), kc.size(), rng, 0.0f, 1.0f);
+      fill_random_blocks(cache_type, vc.data(), vc.size(), rng, 0.0f, 1.0f);
+      KvView kv{KvView::Kind::MlaLatent, cache_type, 2, n_ctx, 1, r, dr, kc.data(), vc.data()};
+      StepData sd;
+      for (int32_t p = 7; p < 27; ++p) {
+        sd.pos.push_back(p);
+        sd.slot.push_back(1);
+      }
+      sd.pos.push_back(40);
+      sd.slot.push_back(0);
+      const int64_t n = int64_t(sd.pos.size());
+      sd.tokens.assign(size_t(n), 1);
+      for (int32_t t = 0; t < n; ++t) sd.outputs.push_back(t);
+      const std::vector<float> q = random_floats(size_t(n * H * (dn + dr)), 17);
+      auto make = [&](Impl impl) {
+        auto c = std::make_unique<Call>("cpu.mla_attention_absorbed", impl, Rounding::Exact);
+        for (const Tensor& t : w) c->spec.weights.push_back(t.view);
+        c->spec.kv = &kv;
+        auto ip = [](const char* key, int64_t v) {
+          Param p;
+          p.key = key;
+          p.i = v;
+          return p;
+        };
+        Param scale;
+        scale.key = "kq_scale";
+        scale.f = 0.125;
+        c->spec.params = {ip("n_heads", H), ip("d_nope", dn), ip("d_rope", dr), ip("d_v", dv), ip("kv_lora_rank", r),
+                          scale};
+        c->add_in(GgmlType::F32, H * (dn + dr), n, q);
+        c->add_out(GgmlType::F32, H * dv, n);
+        EXPECT_TRUE(c->bind()) << c->error;
+        return c;
       };
-      Param scale;
-      scale.key = "kq_scale";
-      scale.f = 0.125;
-      c->spec.params = {ip("n_heads", H), ip("d_nope", dn), ip("d_rope", dr), ip("d_v", dv), ip("kv_lora_rank", r), scale};
-      c->add_in(GgmlType::F32, H * (dn + dr), 4, q);
-      c->add_out(GgmlType::F32, H * dv, 4);
-      EXPECT_TRUE(c->bind()) << c->error;
-      return c;
-    };
-    auto fast = make(Impl::Fast), ref = make(Impl::Reference);
-    ASSERT_NE(fast->kernel->impl(), "reference");
-    fast->run(sd.step(), 4);
-    ref->run(sd.step(), 4);
-    for (int64_t t = 0; t < 4; ++t)
-      EXPECT_LE(rel_l2(fast->out[0].data() + t * H * dv, ref->out[0].data() + t * H * dv, size_t(H * dv)), 1e-5)
-          << type_name(cache_type) << " token " << t;
+      auto fast = make(Impl::Fast), ref = make(Impl::Reference);
+      ASSERT_NE(fast->kernel->impl(), "reference");
+      fast->run(sd.step(), n);
+      ref->run(sd.step(), n);
+      for (int64_t t = 0; t < n; ++t)
+        EXPECT_LE(rel_l2(fast->out[0].data() + t * H * dv, ref->out[0].data() + t * H * dv, size_t(H * dv)), 1e-5)
+            << what << " cache " << type_name(cache_type) << " token " << t;
+    }
   }
 }
 

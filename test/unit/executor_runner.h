@@ -8,6 +8,7 @@
 #include <cmath>
 #include <span>
 #include <utility>
+#include <tuple>
 #include <vector>
 
 #include "runtime/executor.h"
@@ -43,7 +44,7 @@ class ExecutorRunner final : public LogitsRunner, public kern::RoutingHook {
     return std::vector<float>(l->begin(), l->end());
   }
   std::vector<float> margins() const override { return margins_; }
-  void add_routing_swap(int64_t il, int64_t pos) override { swaps_.emplace_back(il, pos); }
+  void add_routing_swap(int64_t il, int64_t pos, int k) override { swaps_.emplace_back(il, pos, k); }
   void clear_routing_swaps() override { swaps_.clear(); }
 
   void on_route(kern::RouteEvent& e) override {
@@ -51,8 +52,8 @@ class ExecutorRunner final : public LogitsRunner, public kern::RoutingHook {
       const int64_t pos = e.step->pos[t];
       const size_t at = size_t((pos - pos0_) * n_layer_ + e.layer);
       if (at < margins_.size()) margins_[at] = e.margins[t];
-      for (const auto& [il, p] : swaps_)
-        if (il == e.layer && p == pos) e.take_runner_up(t);
+      for (const auto& [il, p, k] : swaps_)
+        if (il == e.layer && p == pos) e.take_runner_up(t, k);
     }
   }
 
@@ -67,7 +68,7 @@ class ExecutorRunner final : public LogitsRunner, public kern::RoutingHook {
   int64_t n_layer_;
   int64_t pos0_ = 0;
   std::vector<float> margins_;
-  std::vector<std::pair<int64_t, int64_t>> swaps_;
+  std::vector<std::tuple<int64_t, int64_t, int>> swaps_;  // (layer, position, k)
 };
 
 }  // namespace kt::test

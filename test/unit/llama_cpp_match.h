@@ -50,8 +50,9 @@ class LogitsRunner {
   // How close the last prompt()/step()'s expert choices were to a tie,
   // [rows][n_layer] (+inf in dense layers).
   virtual std::vector<float> margins() const = 0;
-  // From now on the token at position pos takes its runner-up expert in layer il.
-  virtual void add_routing_swap(int64_t il, int64_t pos) = 0;
+  // From now on the token at position pos takes its runner-up expert in layer
+  // il, in place of its k-th weakest choice.
+  virtual void add_routing_swap(int64_t il, int64_t pos, int k) = 0;
   virtual void clear_routing_swaps() = 0;
 };
 
@@ -171,23 +172,32 @@ inline MatchSummary match_llama_cpp(LogitsRunner& m, const std::filesystem::path
               if (mr[size_t(il)] < tie_margin(is_f32)) ties.emplace_back(p != pos, mr[size_t(il)], p, il);
         std::sort(ties.begin(), ties.end());
         if (ties.size() > 16) ties.resize(16);
+        // Per tie, the runner-up in place of the weakest choice, then of the
+        // second weakest: chosen experts can tie among themselves (seen on
+        // tiny-dsv3-IQ4_XS: two chosen at 0.925111, the runner-up 6.6e-4 below),
+        // and which of them is the weakest is then a tie-break.
+        bool explained = false;
         for (const auto& [earlier, margin, p, il] : ties) {
-          m.add_routing_swap(il, p);
-          const std::vector<float> alt = run(n_steps);
-          m.clear_routing_swaps();
-          const Verdict va = judge(alt.data() + row * n_vocab, ref, n_vocab, is_f32, greedy_next);
-          tries += "; runner-up at position " + std::to_string(p) + " layer " + std::to_string(il) + " (margin " +
-                   std::to_string(margin) + "): rel L2 " + std::to_string(va.rel);
-          // The tie explains the miss only if tipping it removes much of it.
-          if (!va.ok || va.rel > (2.0 / 3.0) * v.rel) continue;
-          std::printf(
-              "[ tie       ] %s %s %s: rel L2 %.3e, argmax %s; %.3e with the runner-up expert at position %lld "
-              "layer %lld (a tie within %.1e)\n",
-              model.c_str(), prompt.c_str(), where.c_str(), v.rel, v.same_argmax ? "same" : "differs", va.rel,
-              (long long)p, (long long)il, double(margin));
-          v = va;
-          ++s.tipped;
-          break;
+          for (int k = 1; k <= 2 && !explained; ++k) {
+            m.add_routing_swap(il, p, k);
+            const std::vector<float> alt = run(n_steps);
+            m.clear_routing_swaps();
+            const Verdict va = judge(alt.data() + row * n_vocab, ref, n_vocab, is_f32, greedy_next);
+            tries += "; runner-up for choice " + std::to_string(k) + " from the weakest at position " +
+                     std::to_string(p) + " layer " + std::to_string(il) + " (margin " + std::to_string(margin) +
+                     "): rel L2 " + std::to_string(va.rel);
+            // The tie explains the miss only if tipping it removes much of it.
+            if (!va.ok || va.rel > (2.0 / 3.0) * v.rel) continue;
+            std::printf(
+                "[ tie       ] %s %s %s: rel L2 %.3e, argmax %s; %.3e with the runner-up expert for choice %d from "
+                "the weakest at position %lld layer %lld (a tie within %.1e)\n",
+                model.c_str(), prompt.c_str(), where.c_str(), v.rel, v.same_argmax ? "same" : "differs", va.rel, k,
+                (long long)p, (long long)il, double(margin));
+            v = va;
+            ++s.tipped;
+            explained = true;
+          }
+          if (explained) break;
         }
         run(n_steps);  // back to the unswapped cache
       }

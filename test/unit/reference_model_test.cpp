@@ -56,7 +56,7 @@ class ReferenceRunner final : public kt::test::LogitsRunner {
     return m_.forward(std::span<const int32_t>(&token, 1), int(m_.n_cached()));
   }
   std::vector<float> margins() const override { return m_.routing_margins(); }
-  void add_routing_swap(int64_t il, int64_t pos) override { m_.add_routing_swap(il, pos); }
+  void add_routing_swap(int64_t il, int64_t pos, int k) override { m_.add_routing_swap(il, pos, k); }
   void clear_routing_swaps() override { m_.clear_routing_swaps(); }
 
  private:
