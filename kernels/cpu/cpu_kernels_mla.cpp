@@ -177,12 +177,14 @@ class MlaAbsorbedFast final : public Kernel {
       }
     });
 
-    // 2. Chunks: enough for twice the threads when few tokens decode.
+    // 2. Chunks of whole blocks of kBlock rows (a block's cost is mostly the
+    // same whatever its rows: every head's attended latent is rescaled per
+    // block), enough for twice the threads when few tokens decode.
     const int64_t per_token = std::max<int64_t>(1, (2 * threads + n - 1) / n);
     chunk_first_.assign(size_t(n) + 1, 0);
     for (int64_t t = 0; t < n; ++t) {
       const int64_t n_seen = a.step->pos[t] + 1;
-      chunk_first_[size_t(t) + 1] = chunk_first_[size_t(t)] + std::min(per_token, (n_seen + 31) / 32);
+      chunk_first_[size_t(t) + 1] = chunk_first_[size_t(t)] + std::min(per_token, (n_seen + kBlock - 1) / kBlock);
     }
     const int64_t n_chunks = chunk_first_[size_t(n)];
     const int64_t part = H * (r + 2);  // per chunk and head: max, sum, o[r]
@@ -190,16 +192,13 @@ class MlaAbsorbedFast final : public Kernel {
     for_each_item(*a.par, n_chunks, par, [&](int64_t c, int) {
       const int64_t t = std::upper_bound(chunk_first_.begin(), chunk_first_.end(), c) - chunk_first_.begin() - 1;
       const int64_t k = c - chunk_first_[size_t(t)], k_n = chunk_first_[size_t(t) + 1] - chunk_first_[size_t(t)];
-      const int64_t n_seen = a.step->pos[t] + 1;
-      const int64_t j0 = n_seen * k / k_n, j1 = n_seen * (k + 1) / k_n;
+      const int64_t n_seen = a.step->pos[t] + 1, n_blk = (n_seen + kBlock - 1) / kBlock;
+      const int64_t j0 = kBlock * (n_blk * k / k_n), j1 = std::min(n_seen, kBlock * (n_blk * (k + 1) / k_n));
       float* P = parts + c * part;
       float *m = P, *l = P + H, *o = P + 2 * H;  // [H], [H], [H][r]
       std::fill(m, m + H, -INFINITY);
       std::fill(l, l + H, 0.0f);
       std::fill(o, o + H * r, 0.0f);
-      // Blocks of rows that stay in L1 while every head's scores and
-      // attended latents are taken against them (small float GEMMs).
-      constexpr int64_t kBlock = 16;
       auto* rows = static_cast<float*>(scratch(7, size_t(kBlock * (r + dr) + H * (kBlock + 1)) * sizeof(float)));
       float* S = rows + kBlock * (r + dr);  // [H][kBlock] scores, then probabilities
       float* rescale = S + H * kBlock;      // [H]
@@ -263,6 +262,9 @@ class MlaAbsorbedFast final : public Kernel {
  private:
   static constexpr int64_t kTokens = 16;  // tokens per weight row decoded
   static constexpr int64_t kRows = 16;    // weight rows decoded at a time
+  // Cached rows a step of the attention takes: they stay in L1 while every
+  // head's scores and attended latents are taken against them (small GEMMs).
+  static constexpr int64_t kBlock = 16;
   ref::MlaShape s_;
   float kq_scale_;
   std::vector<int64_t> chunk_first_;  // per token, its first chunk (and the end)

@@ -631,6 +631,17 @@ TEST(FastMla, AbsorbedMatchesReferenceOverSeveralSequences) {
       for (int64_t t = 0; t < n; ++t)
         EXPECT_LE(rel_l2(fast->out[0].data() + t * H * dv, ref->out[0].data() + t * H * dv, size_t(H * dv)), 1e-5)
             << what << " cache " << type_name(cache_type) << " token " << t;
+      // One token decoding alone: its 41 positions split into chunks of whole
+      // blocks over the threads, merged afterwards.
+      StepData one;
+      one.pos = {40};
+      one.slot = {0};
+      one.tokens = {1};
+      one.outputs = {0};
+      fast->run(one.step(), 1);
+      ref->run(one.step(), 1);
+      EXPECT_LE(rel_l2(fast->out[0].data(), ref->out[0].data(), size_t(H * dv)), 1e-5)
+          << what << " cache " << type_name(cache_type) << " decoding alone";
     }
   }
 }
