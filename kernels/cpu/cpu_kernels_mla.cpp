@@ -17,6 +17,7 @@
 //   params: n_heads, d_nope, d_rope, d_v, kv_lora_rank, kq_scale.
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
@@ -107,6 +108,35 @@ class MlaAttention final : public Kernel {
   ref::ActRounding rounding_;
 };
 
+// A weight's rows as floats, nr consecutive rows of one matrix at a time: F32
+// rows as they are; rows of a type vec::dequant decodes fast, decoded into the
+// caller's tile on each use; rows of any other type (or with no AVX-512), from
+// a float copy decoded once here (what the weights cost in floats, but no
+// reference decoder in the hot loop).
+class WeightRows {
+ public:
+  explicit WeightRows(const WeightView& w) : type_(w.type), n_in_(w.ne[0]), rows_(w.ne[1]) {
+    if (type_ == GgmlType::F32 || vec::dequant_fast(type_)) return;
+    const TypeTraits& t = type_traits(type_);
+    copy_.resize(size_t(n_in_ * rows_ * w.ne[2]));
+    for (int64_t e = 0; e < w.ne[2]; ++e)
+      for (int64_t r = 0; r < rows_; ++r) t.dequant_row(w.row(r, e), &copy_[size_t((e * rows_ + r) * n_in_)], n_in_);
+  }
+  // Rows r0 .. r0 + nr of matrix e of w (the view this was made from, as bound
+  // for the call), n_in floats each, consecutive.
+  const float* get(const WeightView& w, int64_t r0, int64_t e, int64_t nr, float* tile) const {
+    if (type_ == GgmlType::F32) return reinterpret_cast<const float*>(w.row(r0, e));
+    if (!copy_.empty()) return &copy_[size_t((e * rows_ + r0) * n_in_)];
+    for (int64_t i = 0; i < nr; ++i) vec::dequant(type_, w.row(r0 + i, e), tile + i * n_in_, n_in_);
+    return tile;
+  }
+
+ private:
+  GgmlType type_;
+  int64_t n_in_, rows_;
+  std::vector<float> copy_;
+};
+
 // The absorbed form, fast, flash-decoding style: float sums straight over the
 // cache's rows (F16/BF16 converted a block of rows at a time), all heads of a
 // token against each row while it is in cache, and each token's positions
@@ -125,13 +155,18 @@ class MlaAttention final : public Kernel {
 // V2-Lite's Q5_0 k_b + Q4_K v_b a layer instead of 8 MB of floats): steps 1
 // and 3 decode kRows weight rows at a time (vec::dequant, the reference
 // decoder's floats) and use them for a block of up to kTokens tokens, so a
-// prompt decodes each row once per block, not once per token. The products
+// prompt decodes each row once per block, not once per token. Types without a
+// vector decoder on this CPU (all of them without AVX-512) are decoded to
+// floats once at bind instead (WeightRows). The products
 // are small float GEMMs (vec::gemm_nt / gemm_nn: register blocks instead of
 // one dot product or axpy per row and head, which left the loads, not the
 // multiply-adds, the bound).
 class MlaAbsorbedFast final : public Kernel {
  public:
-  MlaAbsorbedFast(ref::MlaShape shape, float kq_scale) : s_(shape), kq_scale_(kq_scale) {}
+  MlaAbsorbedFast(ref::MlaShape shape, float kq_scale, const std::vector<WeightView>& w)
+      : s_(shape), kq_scale_(kq_scale), rows_k_(w[0]) {
+    if (w.size() == 2) rows_v_.emplace(w[1]);
+  }
   std::string_view impl() const override { return "vector"; }
 
   void run(const CallArgs& a) override {
@@ -163,16 +198,15 @@ class MlaAbsorbedFast final : public Kernel {
         // k_b head h: r rows of d_nope values, row c = column c of W_K_h.
         for (int64_t c0 = 0; c0 < r; c0 += kRows) {
           const int64_t nr = std::min(kRows, r - c0);
-          for (int64_t c = 0; c < nr; ++c) vec::dequant(w_k.type, w_k.row(c0 + c, h), tile + c * dn, dn);
-          vec::gemm_nt(q_nope, q.cols, tile, dn, qa + c0, H * r, nt, nr, dn, false);
+          vec::gemm_nt(q_nope, q.cols, rows_k_.get(w_k, c0, h, nr, tile), dn, qa + c0, H * r, nt, nr, dn, false);
         }
       } else {
         // kv_b rows h * (d_nope + d_v) + j: row j of W_K_h, r values.
         for (int64_t t = 0; t < nt; ++t) std::fill(qa + t * H * r, qa + t * H * r + r, 0.0f);
         for (int64_t j0 = 0; j0 < dn; j0 += kRows) {
           const int64_t nr = std::min(kRows, dn - j0);
-          for (int64_t j = 0; j < nr; ++j) vec::dequant(w_k.type, w_k.row(h * (dn + dv) + j0 + j), tile + j * r, r);
-          vec::gemm_nn(q_nope + j0, q.cols, tile, r, qa, H * r, nt, r, nr, nullptr);
+          const float* wr = rows_k_.get(w_k, h * (dn + dv) + j0, 0, nr, tile);
+          vec::gemm_nn(q_nope + j0, q.cols, wr, r, qa, H * r, nt, r, nr, nullptr);
         }
       }
     });
@@ -250,9 +284,8 @@ class MlaAbsorbedFast final : public Kernel {
       float* out = y.row(t0) + h * dv;
       for (int64_t i0 = 0; i0 < dv; i0 += kRows) {
         const int64_t nr = std::min(kRows, dv - i0);
-        for (int64_t i = 0; i < nr; ++i)
-          vec::dequant(w_v.type, split ? w_v.row(i0 + i, h) : w_v.row(h * (dn + dv) + dn + i0 + i), tile + i * r, r);
-        vec::gemm_nt(o_lat, r, tile, r, out + i0, y.cols, t1 - t0, nr, r, false);
+        const float* wr = split ? rows_v_->get(w_v, i0, h, nr, tile) : rows_k_.get(w_v, h * (dn + dv) + dn + i0, 0, nr, tile);
+        vec::gemm_nt(o_lat, r, wr, r, out + i0, y.cols, t1 - t0, nr, r, false);
       }
       for (int64_t t = t0; t < t1; ++t)
         for (int64_t i = 0; i < dv; ++i) out[(t - t0) * y.cols + i] *= inv[t - t0];
@@ -267,6 +300,8 @@ class MlaAbsorbedFast final : public Kernel {
   static constexpr int64_t kBlock = 16;
   ref::MlaShape s_;
   float kq_scale_;
+  WeightRows rows_k_;                 // kv_b, or k_b
+  std::optional<WeightRows> rows_v_;  // v_b
   std::vector<int64_t> chunk_first_;  // per token, its first chunk (and the end)
 };
 
@@ -327,7 +362,7 @@ std::unique_ptr<Kernel> make_mla(const CallSpec& s, std::string* error, bool abs
   // function, and on the CPU the faster order in both phases (decompressing
   // K and V per cached token only pays off with large matmul units, as a
   // GPU's prefill has). The reference keeps each form's own order.
-  if (s.impl == Impl::Fast) return std::make_unique<MlaAbsorbedFast>(m, float(scale));
+  if (s.impl == Impl::Fast) return std::make_unique<MlaAbsorbedFast>(m, float(scale), s.weights);
   return std::make_unique<MlaAttention>(absorbed, m, float(scale), decode_kv_b(s, m), latent_type, rounding);
 }
 

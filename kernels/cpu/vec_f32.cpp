@@ -106,6 +106,17 @@ float exp_shift(float* x, int64_t n, float m) {
   return sum;
 }
 
+bool dequant_fast(GgmlType type) {
+  switch (type) {
+    case GgmlType::F32: return true;
+    case GgmlType::F16: case GgmlType::BF16:
+    case GgmlType::Q4_0: case GgmlType::Q5_0: case GgmlType::Q8_0:
+    case GgmlType::Q4_K: case GgmlType::Q6_K: case GgmlType::IQ4_XS:
+      return use_avx512();
+    default: return false;
+  }
+}
+
 void silu_mul(const float* gate, const float* up, int64_t n, float* y) {
   if (use_avx512()) return avx512::silu_mul(gate, up, n, y);
   cpu::ref::silu_glu(gate, up, n, y);

@@ -23,6 +23,10 @@ void to_f32(GgmlType type, const void* row, float* dst, int64_t n);
 // Q4_0, Q5_0, Q8_0, Q4_K, Q6_K, IQ4_XS and F32/F16/BF16, the reference decoder
 // otherwise.
 void dequant(GgmlType type, const void* row, float* dst, int64_t n);
+// Whether dequant has a vector decoder for this type on this CPU (else it runs
+// the reference decoder, ~10x slower: callers that decode the same rows often
+// may keep a float copy instead).
+bool dequant_fast(GgmlType type);
 // Small float products for attention over a block of cached rows (row-major,
 // leading dimensions in floats), accumulated in float in any order:
 // gemm_nt: C[i][j] (+)= sum_k A[i][k] * B[j][k] for i < m, j < n (+= when

@@ -566,25 +566,26 @@ TEST(MoeGate, ExpertBlocksGiveWhatTokensGive) {
 TEST(FastMla, AbsorbedMatchesReferenceOverSeveralSequences) {
   struct Case {
     int64_t r;
-    GgmlType kv_b, k_b, v_b;  // kv_b, or (F32 there) k_b + v_b
+    bool split;
+    GgmlType a, b;  // kv_b (a), or k_b (a) + v_b (b)
   };
   const int64_t H = 4, dn = 64, dr = 32, dv = 64, n_ctx = 48;
-  for (const Case k : {Case{64, GgmlType::Q8_0, GgmlType::F32, GgmlType::F32},
-                       Case{256, GgmlType::Q4_K, GgmlType::F32, GgmlType::F32},
-                       Case{256, GgmlType::IQ4_XS, GgmlType::F32, GgmlType::F32},
-                       Case{256, GgmlType::F32, GgmlType::Q5_0, GgmlType::Q6_K},
-                       Case{256, GgmlType::F32, GgmlType::Q8_0, GgmlType::IQ4_XS}}) {
+  // Q5_K has no vector decoder (decoded to floats at bind), F32 is read as is.
+  for (const Case k : {Case{64, false, GgmlType::Q8_0, GgmlType::F32}, Case{256, false, GgmlType::Q4_K, GgmlType::F32},
+                       Case{256, false, GgmlType::IQ4_XS, GgmlType::F32}, Case{256, false, GgmlType::Q5_K, GgmlType::F32},
+                       Case{64, false, GgmlType::F32, GgmlType::F32}, Case{256, true, GgmlType::Q5_0, GgmlType::Q6_K},
+                       Case{256, true, GgmlType::Q8_0, GgmlType::IQ4_XS}, Case{256, true, GgmlType::F32, GgmlType::Q5_K}}) {
     const int64_t r = k.r;
-    const bool split = k.kv_b == GgmlType::F32;
+    const bool split = k.split;
     std::vector<Tensor> w;
     if (split) {
-      w.push_back(random_weight(k.k_b, {dn, r, H}, 9, "k_b"));
-      w.push_back(random_weight(k.v_b, {r, dv, H}, 10, "v_b"));
+      w.push_back(random_weight(k.a, {dn, r, H}, 9, "k_b"));
+      w.push_back(random_weight(k.b, {r, dv, H}, 10, "v_b"));
     } else {
-      w.push_back(random_weight(k.kv_b, {r, H * (dn + dv)}, 9, "kv_b"));
+      w.push_back(random_weight(k.a, {r, H * (dn + dv)}, 9, "kv_b"));
     }
-    const std::string what = split ? std::string(type_name(k.k_b)) + "+" + std::string(type_name(k.v_b))
-                                   : std::string(type_name(k.kv_b));
+    const std::string what = split ? std::string(type_name(k.a)) + "+" + std::string(type_name(k.b))
+                                   : std::string(type_name(k.a));
     for (GgmlType cache_type : {GgmlType::F32, GgmlType::F16}) {
       // A cache of two slots filled with random latents and rope keys.
       const size_t es = type_traits(cache_type).type_size;
