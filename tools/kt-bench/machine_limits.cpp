@@ -8,6 +8,8 @@
 #include <thread>
 #include <vector>
 
+#include <dlfcn.h>
+
 #include <dnnl.hpp>
 
 namespace kt::bench {
@@ -59,7 +61,17 @@ TriadResult measure_triad(uint64_t working_set_bytes, int threads, int reps) {
   return {best, uint64_t(3 * n * sizeof(double)), threads};
 }
 
-GemmResult measure_gemm_onednn(int64_t m, int64_t n, int64_t k, bool bf16, int reps) {
+// Debian's oneDNN uses the OpenMP runtime (libgomp, loaded with it): its
+// omp_set_num_threads holds the calling thread's parallel regions to n
+// threads. Looked up at run time so kt-bench does not link OpenMP itself; a
+// oneDNN on another runtime has no such symbol and keeps its own count.
+static void set_onednn_threads(int n) {
+  using SetThreads = void (*)(int);
+  if (auto f = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"))) f(n);
+}
+
+GemmResult measure_gemm_onednn(int64_t m, int64_t n, int64_t k, bool bf16, int reps, int threads) {
+  set_onednn_threads(threads);
   try {
     return gemm_onednn(m, n, k, bf16, reps);
   } catch (const dnnl::error& e) {

@@ -22,7 +22,9 @@ struct GemmResult {
   std::string type;       // "bf16" or "f32"
   std::string impl;       // oneDNN's implementation name (shows amx / avx512_core_bf16 / ...)
 };
-GemmResult measure_gemm_onednn(int64_t m, int64_t n, int64_t k, bool bf16, int reps);
+// On `threads` threads: oneDNN runs on OpenMP's threads, which kt's own pool
+// does not govern, so they are set to the same count for the call.
+GemmResult measure_gemm_onednn(int64_t m, int64_t n, int64_t k, bool bf16, int reps, int threads);
 
 // CPU model and the features kernels dispatch on.
 std::string cpu_description();

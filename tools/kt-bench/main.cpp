@@ -46,8 +46,8 @@ int main(int argc, char** argv) {
   const TriadResult triad = measure_triad(uint64_t(gib * double(1ull << 30)), threads, quick ? 3 : 10);
   const TriadResult triad1 = measure_triad(uint64_t(gib * double(1ull << 30)), 1, quick ? 2 : 3);
   const int64_t sz = quick ? 1024 : 4096;
-  const GemmResult bf16 = measure_gemm_onednn(sz, sz, sz, true, quick ? 3 : 10);
-  const GemmResult f32 = measure_gemm_onednn(sz, sz, sz, false, quick ? 3 : 10);
+  const GemmResult bf16 = measure_gemm_onednn(sz, sz, sz, true, quick ? 3 : 10, threads);
+  const GemmResult f32 = measure_gemm_onednn(sz, sz, sz, false, quick ? 3 : 10, threads);
   std::printf("%-34s %10s   %s\n", "limit", "value", "how");
   std::printf("%-34s %7.1f GB/s   triad, %d threads, %.1f GiB working set\n", "DRAM bandwidth", triad.gbps, threads,
               double(triad.bytes) / double(1ull << 30));

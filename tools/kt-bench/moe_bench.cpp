@@ -194,7 +194,7 @@ int run_moe_bench(int argc, char** argv) {
       double dnnl_tflops = 0;
       if (n >= 128) {  // the same FLOPs as one BF16 GEMM per expert over its tokens
         const int64_t m = std::max<int64_t>(1, n * s.n_used / s.n_expert);
-        const GemmResult g = measure_gemm_onednn(m, s.n_ff, s.n_embd, true, 3);
+        const GemmResult g = measure_gemm_onednn(m, s.n_ff, s.n_embd, true, 3, pool.n_threads());
         dnnl_tflops = g.tflops;
         std::snprintf(dnnl, sizeof dnnl, "%.2f", g.tflops);
       }
