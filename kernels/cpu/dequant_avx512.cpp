@@ -84,24 +84,13 @@ void q8_0(const void* row, float* y, int64_t nb) {
   }
 }
 
-// Q4_K's 6-bit scale and min of sub-block s (ggml's get_scale_min_k4).
-inline void scale_min(const uint8_t q[12], int s, int* sc, int* m) {
-  if (s < 4) {
-    *sc = q[s] & 63;
-    *m = q[s + 4] & 63;
-  } else {
-    *sc = (q[s + 4] & 0xF) | ((q[s - 4] >> 6) << 4);
-    *m = (q[s + 4] >> 4) | ((q[s] >> 6) << 4);
-  }
-}
-
 void q4_k(const void* row, float* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, y += kQKK) {
     const uint8_t* b = block_ptr<BlockQ4_K>(row, i);
     const float d = half_at(KT_FIELD(BlockQ4_K, b, d)), dmin = half_at(KT_FIELD(BlockQ4_K, b, dmin));
     for (int s = 0; s < 8; ++s) {
       int sc, m;
-      scale_min(KT_FIELD(BlockQ4_K, b, scales), s, &sc, &m);
+      scale_min_k4(KT_FIELD(BlockQ4_K, b, scales), s, &sc, &m);
       const __m512 dl = _mm512_set1_ps(d * float(sc)), ml = _mm512_set1_ps(dmin * float(m));
       // Sub-blocks 2p and 2p+1 share 32 bytes: low nibbles, then high.
       const uint8_t* qs = KT_FIELD(BlockQ4_K, b, qs) + 32 * (s / 2);

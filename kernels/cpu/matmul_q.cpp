@@ -194,17 +194,6 @@ float dot_iq4_nl(const uint8_t* wb, const ActQ8_0View& a, int64_t k) {
   return fp16_to_f32(b.d) * a.dexp[8 * k] * float(s);
 }
 
-// Q4_K/Q5_K's packed 6-bit scales and mins (ggml get_scale_min_k4).
-void scale_min_k4(const uint8_t q[12], int s, int* sc, int* m) {
-  if (s < 4) {
-    *sc = q[s] & 63;
-    *m = q[s + 4] & 63;
-  } else {
-    *sc = (q[s + 4] & 0xF) | ((q[s - 4] >> 6) << 4);
-    *m = (q[s + 4] >> 4) | ((q[s] >> 6) << 4);
-  }
-}
-
 int q2_bits(const uint8_t* qs, int v) {  // Q2_K/Q3_K low bits of value v
   const int half = v / 128, kk = (v % 128) / 32, l = v % 32;
   return (qs[32 * half + l] >> (2 * kk)) & 3;

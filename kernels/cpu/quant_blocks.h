@@ -144,6 +144,22 @@ static_assert(sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ6_K) == 210);
 static_assert(sizeof(BlockIq4_xs) == 136);
 
+// Q4_K/Q5_K's 8 six-bit scales and mins in 12 bytes (ggml's get_scale_min_k4):
+// sub-blocks 0-3 keep theirs in the low 6 bits of bytes 0-3 (scale) and 4-7 (min);
+// sub-blocks 4-7 keep the low 4 bits in the nibbles of bytes 8-11 and the high
+// 2 bits in the top bits of bytes 0-3 (scale) and 4-7 (min). always_inline: files
+// compiled with -mavx512* include this too, and an out-of-line copy from one of
+// them could be the one the linker keeps for every caller.
+[[gnu::always_inline]] inline void scale_min_k4(const uint8_t q[12], int s, int* sc, int* m) {
+  if (s < 4) {
+    *sc = q[s] & 63;
+    *m = q[s + 4] & 63;
+  } else {
+    *sc = (q[s + 4] & 0xF) | ((q[s - 4] >> 6) << 4);
+    *m = (q[s + 4] >> 4) | ((q[s] >> 6) << 4);
+  }
+}
+
 // Block i of a row, copied out of memory of any alignment.
 template <class Block>
 Block load_block(const void* row, int64_t i) {

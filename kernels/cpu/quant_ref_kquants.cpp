@@ -62,20 +62,6 @@ void decode_q3_k(const BlockQ3_K& b, float* y) {
   }
 }
 
-// Q4_K/Q5_K's 8 six-bit scales and mins in 12 bytes (ggml's get_scale_min_k4):
-// sub-blocks 0-3 keep theirs in the low 6 bits of bytes 0-3 (scale) and 4-7 (min);
-// sub-blocks 4-7 keep the low 4 bits in the nibbles of bytes 8-11 and the high
-// 2 bits in the top bits of bytes 0-3 (scale) and 4-7 (min).
-void scale_min_k4(const uint8_t q[12], int s, int* sc, int* m) {
-  if (s < 4) {
-    *sc = q[s] & 63;
-    *m = q[s + 4] & 63;
-  } else {
-    *sc = (q[s + 4] & 0xF) | ((q[s - 4] >> 6) << 4);
-    *m = (q[s + 4] >> 4) | ((q[s] >> 6) << 4);
-  }
-}
-
 // Q4_K and Q5_K: each pair of sub-blocks (64 values) shares 32 bytes of qs; value
 // l of the first is the low nibble of byte l, of the second the high nibble.
 int q4_nibble(const uint8_t* qs, int v) {
