@@ -55,9 +55,7 @@ int8_t to_int8(float v) {
 // rounds half away from zero to an int8 multiple of the unrounded scale.
 void quantize_row_q8_0(const float* x, int64_t n, uint8_t* dst) {
   const int64_t nb = n / 32;
-  uint8_t* qs = dst;
-  float* dexp = reinterpret_cast<float*>(dst + nb * 32);
-  int32_t* qsum = reinterpret_cast<int32_t*>(dst + nb * 64);
+  const auto [qs, dexp, qsum] = act_q8_0_rows(dst, n);
   for (int64_t k = 0; k < nb; ++k) {
     const float* xb = x + 32 * k;
     float amax = 0.0f;
@@ -80,10 +78,7 @@ void quantize_row_q8_0(const float* x, int64_t n, uint8_t* dst) {
 // tie) maps to -127; the others round to nearest even and clamp at 127.
 void quantize_row_q8_k(GgmlType t, const float* x, int64_t n, uint8_t* dst) {
   const int64_t nb = n / 256;
-  int8_t* qs = reinterpret_cast<int8_t*>(dst);
-  float* bsumf = reinterpret_cast<float*>(dst + nb * 256);
-  int16_t* bsum = reinterpret_cast<int16_t*>(dst + nb * 320);
-  float* dd = reinterpret_cast<float*>(dst + nb * 352);
+  const auto [qs, bsumf, bsum, dd] = act_q8_k_rows(dst, n);
   const bool iq4xs = t == GgmlType::IQ4_XS;
   for (int64_t k = 0; k < nb; ++k) {
     const float* xb = x + 256 * k;

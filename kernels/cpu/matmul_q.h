@@ -120,18 +120,37 @@ ActKind act_kind(GgmlType weight_type);
 // being emitted out of line in those files.
 #define KT_ISA_SAFE_INLINE [[gnu::always_inline]] inline
 
-KT_ISA_SAFE_INLINE ActQ8_0View act_q8_0(const void* row, int64_t n) {
-  const auto* p = static_cast<const uint8_t*>(row);
+// The parts of a row of n values, for the quantizers that write them (the one
+// place the offsets are spelled out) and, read only, for the kernels.
+struct ActQ8_0Rows {
+  uint8_t* qs;
+  float* dexp;
+  int32_t* qsum;
+};
+struct ActQ8_KRows {
+  int8_t* qs;
+  float* bsumf;
+  int16_t* bsum;
+  float* d;
+};
+KT_ISA_SAFE_INLINE ActQ8_0Rows act_q8_0_rows(void* row, int64_t n) {
+  auto* p = static_cast<uint8_t*>(row);
   const int64_t nb = n / 32;
-  return {p, reinterpret_cast<const float*>(p + nb * 32),
-          reinterpret_cast<const int32_t*>(p + nb * 64)};
+  return {p, reinterpret_cast<float*>(p + nb * 32), reinterpret_cast<int32_t*>(p + nb * 64)};
+}
+KT_ISA_SAFE_INLINE ActQ8_KRows act_q8_k_rows(void* row, int64_t n) {
+  auto* p = static_cast<uint8_t*>(row);
+  const int64_t nb = n / 256;
+  return {reinterpret_cast<int8_t*>(p), reinterpret_cast<float*>(p + nb * 256),
+          reinterpret_cast<int16_t*>(p + nb * 320), reinterpret_cast<float*>(p + nb * 352)};
+}
+KT_ISA_SAFE_INLINE ActQ8_0View act_q8_0(const void* row, int64_t n) {
+  const ActQ8_0Rows r = act_q8_0_rows(const_cast<void*>(row), n);  // read only
+  return {r.qs, r.dexp, r.qsum};
 }
 KT_ISA_SAFE_INLINE ActQ8_KView act_q8_k(const void* row, int64_t n) {
-  const auto* p = static_cast<const uint8_t*>(row);
-  const int64_t nb = n / 256;
-  return {reinterpret_cast<const int8_t*>(p), reinterpret_cast<const float*>(p + nb * 256),
-          reinterpret_cast<const int16_t*>(p + nb * 320),
-          reinterpret_cast<const float*>(p + nb * 352)};
+  const ActQ8_KRows r = act_q8_k_rows(const_cast<void*>(row), n);  // read only
+  return {r.qs, r.bsumf, r.bsum, r.d};
 }
 
 // Bytes of a row's layout before the padding to 64.

@@ -37,9 +37,7 @@ inline __m512 abs_ps(__m512 v) { return _mm512_castsi512_ps(_mm512_and_si512(_mm
 
 void quantize_row_q8_0_avx512(const float* x, int64_t n, uint8_t* dst) {
   const int64_t nb = n / 32;
-  uint8_t* qs = dst;
-  float* dexp = reinterpret_cast<float*>(dst + nb * 32);
-  int32_t* qsum = reinterpret_cast<int32_t*>(dst + nb * 64);
+  const auto [qs, dexp, qsum] = act_q8_0_rows(dst, n);
   for (int64_t k = 0; k < nb; ++k) {
     const __m512 v0 = _mm512_loadu_ps(x + 32 * k), v1 = _mm512_loadu_ps(x + 32 * k + 16);
     const float amax = _mm512_reduce_max_ps(_mm512_max_ps(abs_ps(v0), abs_ps(v1)));
@@ -59,10 +57,7 @@ void quantize_row_q8_0_avx512(const float* x, int64_t n, uint8_t* dst) {
 
 void quantize_row_q8_k_avx512(GgmlType t, const float* x, int64_t n, uint8_t* dst) {
   const int64_t nb = n / 256;
-  int8_t* qs = reinterpret_cast<int8_t*>(dst);
-  float* bsumf = reinterpret_cast<float*>(dst + nb * 256);
-  int16_t* bsum = reinterpret_cast<int16_t*>(dst + nb * 320);
-  float* dd = reinterpret_cast<float*>(dst + nb * 352);
+  const auto [qs, bsumf, bsum, dd] = act_q8_k_rows(dst, n);
   const bool iq4xs = t == GgmlType::IQ4_XS;
   for (int64_t k = 0; k < nb; ++k) {
     const float* xb = x + 256 * k;
