@@ -149,6 +149,16 @@ void iq4_xs(const void* row, float* y, int64_t nb) {
 
 }  // namespace
 
+bool dequant_covers(GgmlType type) {
+  switch (type) {
+    case GgmlType::Q4_0: case GgmlType::Q5_0: case GgmlType::Q8_0:
+    case GgmlType::Q4_K: case GgmlType::Q6_K: case GgmlType::IQ4_XS:
+      return true;
+    default:
+      return false;
+  }
+}
+
 bool dequant(GgmlType type, const void* row, float* dst, int64_t n) {
   switch (type) {
     case GgmlType::Q4_0: return q4_0(row, dst, n / kQK), true;

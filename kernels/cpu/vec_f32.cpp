@@ -19,6 +19,7 @@ void to_f32(GgmlType type, const void* row, float* dst, int64_t n);
 void silu_mul(const float* gate, const float* up, int64_t n, float* y);
 float exp_shift(float* x, int64_t n, float m);
 bool dequant(GgmlType type, const void* row, float* dst, int64_t n);  // dequant_avx512.cpp
+bool dequant_covers(GgmlType type);  // the types dequant decodes
 void gemm_nt(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t m, int64_t n,
              int64_t k, bool accumulate);
 void gemm_nn(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t m, int64_t n,
@@ -107,14 +108,9 @@ float exp_shift(float* x, int64_t n, float m) {
 }
 
 bool dequant_fast(GgmlType type) {
-  switch (type) {
-    case GgmlType::F32: return true;
-    case GgmlType::F16: case GgmlType::BF16:
-    case GgmlType::Q4_0: case GgmlType::Q5_0: case GgmlType::Q8_0:
-    case GgmlType::Q4_K: case GgmlType::Q6_K: case GgmlType::IQ4_XS:
-      return use_avx512();
-    default: return false;
-  }
+  if (type == GgmlType::F32) return true;
+  if (type == GgmlType::F16 || type == GgmlType::BF16) return use_avx512();
+  return use_avx512() && avx512::dequant_covers(type);
 }
 
 void silu_mul(const float* gate, const float* up, int64_t n, float* y) {
