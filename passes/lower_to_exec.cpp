@@ -34,6 +34,11 @@ namespace {
 
 using mlir::NamedAttribute;
 
+// backend "AMXBF16": the fewest of a step's rows an expert takes in BF16. Below
+// it, decoding the weights to BF16 costs more than the tiles save (measured on
+// the device's Xeon, kernels/cpu/README.md).
+constexpr int64_t kBf16Rows = 32;
+
 // A value of the computation: a buffer of the current phase.
 struct Value {
   std::string name;
@@ -466,6 +471,13 @@ mlir::FailureOr<Value> Lowering::moe(ModuleInterface m, const Value& x) {
   const bool streaming = phase_->streamed && kind_of(edev) == "cpu" && kind_of(dev) == "cuda";
   const bool deferring = defer > 0 && defer < n_used && kind_of(edev) == "cpu" && !last_layer_ && !streaming;
   auto cpu_call = [&](const Value& out, llvm::SmallVector<NamedAttribute> params) {
+    // KTransformers' `backend: "AMXBF16"`: experts with at least bf16_rows of
+    // a step's rows compute in BF16 (kernels/cpu/matmul_bf16.h), the rest, and
+    // so decode, as ggml rounds. A rule's `bf16_rows` kwarg sets the threshold.
+    if (option_str(experts, "backend") == "AMXBF16" && !streaming) {
+      auto n = llvm::dyn_cast_or_null<mlir::IntegerAttr>(option(experts, "bf16_rows"));
+      params.push_back(param("bf16_rows", n ? n.getInt() : kBf16Rows));
+    }
     if (streaming) {
       params.push_back(param("streamed", 1));
       ++phase_->streamed_calls;

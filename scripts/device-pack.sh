@@ -121,6 +121,7 @@ if [ "${KT_PACK_BENCH:-1}" = 1 ] && [ -x "$compile" ]; then
   rm -f out/device/bench/models.txt
   synth v2lite --like deepseek-v2-lite --mla-split
   bplan v2lite cpu --gpu-mem 0
+  bplan v2lite cpu-bf16 rules/cpu-only-amx-bf16.yaml
   bplan v2lite hybrid rules/deepseek-v2-lite-hybrid.yaml
   # The same without streamed experts: long prefill with the CPU's GEMMs.
   bplan v2lite hybrid-nostream rules/deepseek-v2-lite-hybrid.yaml --stream-experts off

@@ -3,7 +3,8 @@
 # model found (../shared/models, else test/data's copies), deepseek2 ones
 # with MLA absorbed and decompressed, into OUT/<model>-<form>.ktp, and for the
 # MoE models OUT/<model>-defer1.ktp (--defer-experts 1) and OUT/<model>-split.ktp
-# (--split-experts-test: the hot-expert split on the CPU).
+# (--split-experts-test: the hot-expert split on the CPU), and for the quantized
+# MoE models OUT/<model>-bf16.ktp (rules/cpu-only-amx-bf16.yaml).
 # The KV cache is F32, as llama.cpp's non-absorbed MLA graph keeps the latent
 # in float (its F16 rounding of K and V is mirrored by the reference kernels).
 set -euo pipefail
@@ -30,6 +31,14 @@ for f in "$models"/tiny-*.gguf; do
        # The hot-expert split (a random half of each layer's experts in a
        # second call over their gathered slices) checked on the CPU.
        "$compile" "$f" --gpu-mem 0 --kv-type f32 --mla "$mla" --ctx 512 --split-experts-test 7 -o "$out/$m-split.ktp" ;;
+  esac
+  # KTransformers' AMXBF16 experts (rules/cpu-only-amx-bf16.yaml) on the
+  # quantized MoE models: experts with 32+ of a prompt's rows in BF16.
+  case $m in
+    *llama*|*F32*) ;;
+    *) mla=auto; [ "${forms%% *}" = plain ] || mla=${forms%% *}
+       "$compile" "$f" "$(dirname "$0")/../rules/cpu-only-amx-bf16.yaml" --kv-type f32 --mla "$mla" --ctx 512 \
+         -o "$out/$m-bf16.ktp" ;;
   esac
 done
 echo "compiled $(ls "$out"/*.ktp | wc -l) plans from $models"

@@ -17,11 +17,14 @@
 //   taken by the threads from a shared counter, so experts with more tokens
 //   and slower cores balance out; each weight byte of an active expert is read
 //   once per step however many of the step's tokens chose it. The combine
-//   sums each token's experts in the reference's order.
+//   sums each token's experts in the reference's order. Param bf16_rows (> 0):
+//   an expert with at least that many of the step's rows computes in BF16
+//   (matmul_bf16.h; KTransformers' AMXBF16), its rows packed as BF16 tiles.
 #include <algorithm>
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/matmul_bf16.h"
 #include "kernels/cpu/matmul_q.h"
 #include "kernels/cpu/ops_ref.h"
 #include "kernels/cpu/vec_f32.h"
@@ -116,8 +119,20 @@ class ExpertSlots {
   ExpertSlots(std::vector<int64_t> s, int64_t k_begin, int64_t k_end) : k_begin_(k_begin), k_end_(k_end) {
     for (int64_t v : s) slots_.push_back(int32_t(v));
   }
-  ref::ExpertSubset subset() const {
-    return {slots_.empty() ? nullptr : slots_.data(), int64_t(slots_.size()), k_begin_, k_end_};
+  ref::ExpertSubset subset(const uint8_t* bf16 = nullptr) const {
+    return {slots_.empty() ? nullptr : slots_.data(), int64_t(slots_.size()), k_begin_, k_end_, bf16};
+  }
+  // flags[slice] = 1 where at least min_rows of the step's (token, choice)
+  // pairs computed here fall on that slice (the `bf16_rows` param).
+  void bf16_flags(const int32_t* ids, int64_t n_pairs, int64_t nu, int64_t n_mat, int64_t min_rows,
+                  std::vector<uint8_t>& flags) const {
+    std::vector<int64_t> count(size_t(n_mat), 0);
+    for (int64_t i = 0; i < n_pairs; ++i) {
+      const int32_t m = (*this)(ids[i], i % nu, n_mat);
+      if (m >= 0 && m < n_mat) ++count[size_t(m)];
+    }
+    flags.assign(size_t(n_mat), 0);
+    for (int64_t m = 0; m < n_mat; ++m) flags[size_t(m)] = count[size_t(m)] >= min_rows ? 1 : 0;
   }
   // The slice of choice k of expert `id`, -1 when it is not computed here.
   int32_t operator()(int32_t id, int64_t k, int64_t n_mat) const {
@@ -133,28 +148,33 @@ class ExpertSlots {
 
 class MoeExperts final : public Kernel {
  public:
-  MoeExperts(ref::ActRounding rounding, ExpertSlots slots) : rounding_(rounding), slots_(std::move(slots)) {}
+  MoeExperts(ref::ActRounding rounding, ExpertSlots slots, int64_t bf16_rows)
+      : rounding_(rounding), slots_(std::move(slots)), bf16_rows_(bf16_rows) {}
 
   void run(const CallArgs& a) override {
     const Act &x = a.in[0], &ids = a.in[1], &w = a.in[2], &y = a.out[0];
     const WeightView &g = a.weights[0], &u = a.weights[1], &d = a.weights[2];
     const ref::FfnWeights f{g.type, u.type, d.type, g.data, u.data, d.data, g.ne[0], g.ne[1], rounding_};
     const int64_t nu = ids.cols;
+    // Which slices compute in BF16 depends on the whole step's choices.
+    if (bf16_rows_ > 0) slots_.bf16_flags(ids.i32(), x.rows * nu, nu, g.ne[2], bf16_rows_, bf16_);
     a.par->for_range(x.rows, [&](int64_t b, int64_t e, int) {
       ref::moe_experts(f, g.ne[2], x.row(b), e - b, ids.i32() + b * nu, w.f32() + b * nu, nu, y.row(b),
-                       slots_.subset());
+                       slots_.subset(bf16_rows_ > 0 ? bf16_.data() : nullptr));
     });
   }
 
  private:
   ref::ActRounding rounding_;
   ExpertSlots slots_;
+  int64_t bf16_rows_;
+  std::vector<uint8_t> bf16_;
 };
 
 class MoeExpertsFast final : public Kernel {
  public:
-  MoeExpertsFast(GgmlType gate, GgmlType up, GgmlType down, ExpertSlots slots)
-      : impl_(cpu::matmul_q_impl(gate)), slots_(std::move(slots)) {
+  MoeExpertsFast(GgmlType gate, GgmlType up, GgmlType down, ExpertSlots slots, int64_t bf16_rows)
+      : impl_(cpu::matmul_q_impl(gate)), slots_(std::move(slots)), bf16_rows_(bf16_rows) {
     same_act_ = cpu::act_row_bytes(gate, 256) == cpu::act_row_bytes(up, 256) && gate == up;
   }
   std::string_view impl() const override { return impl_; }
@@ -191,6 +211,20 @@ class MoeExpertsFast final : public Kernel {
     for (int64_t e = 0; e < n_expert; ++e)
       if (count_[size_t(e) + 1] > count_[size_t(e)]) active_.push_back(int32_t(e));
     const int64_t rows = count_[size_t(n_expert)];  // grouped rows, expert by expert
+    // Experts with bf16_rows or more rows compute in BF16 (matmul_bf16.h): their
+    // rows are packed as BF16 tiles instead of quantized.
+    bf16_off_.assign(size_t(n_expert), kNoTiles);
+    bf16_h_off_.assign(size_t(n_expert), kNoTiles);
+    size_t bf16_x_bytes = 0, bf16_h_bytes = 0;
+    for (int32_t e : active_) {
+      const int64_t m = count_[size_t(e) + 1] - count_[size_t(e)];
+      if (bf16_rows_ <= 0 || m < bf16_rows_) continue;
+      bf16_off_[size_t(e)] = bf16_x_bytes, bf16_x_bytes += cpu::bf16_acts_bytes(n_embd, m);
+      bf16_h_off_[size_t(e)] = bf16_h_bytes, bf16_h_bytes += cpu::bf16_acts_bytes(n_ff, m);
+    }
+    row_bf16_.resize(size_t(rows));
+    for (int32_t e : active_)
+      for (int64_t r = count_[size_t(e)]; r < count_[size_t(e) + 1]; ++r) row_bf16_[size_t(r)] = bf16_off_[size_t(e)] != kNoTiles;
 
     const size_t arb_gate = cpu::act_row_bytes(g.type, n_embd), arb_up = cpu::act_row_bytes(u.type, n_embd);
     const size_t arb_down = cpu::act_row_bytes(d.type, n_ff);
@@ -199,10 +233,14 @@ class MoeExpertsFast final : public Kernel {
     auto* h = static_cast<float*>(scratch(2, size_t(rows * n_ff) * 2 * sizeof(float)));  // gate | up
     auto* hq = static_cast<uint8_t*>(scratch(3, size_t(rows) * arb_down));
     auto* ye = static_cast<float*>(scratch(4, size_t(rows * n_embd) * sizeof(float)));
+    auto* bx = static_cast<uint8_t*>(scratch(8, bf16_x_bytes));
+    auto* bh = static_cast<uint8_t*>(scratch(9, bf16_h_bytes));
     const bool par = worth_threads(rows * n_embd * n_ff);
 
-    // Each grouped row's activations, quantized for gate (and up).
+    // Each grouped row's activations, quantized for gate (and up); a BF16
+    // expert's packed from its tokens' rows in one go.
     for_each_item(*a.par, rows, par, [&](int64_t r, int) {
+      if (row_bf16_[size_t(r)]) return;
       const float* xr = x.row(token_of_[size_t(r)]);
       cpu::quantize_acts(g.type, xr, n_embd, 1, n_embd, xq_gate + size_t(r) * arb_gate);
       if (!same_act_) cpu::quantize_acts(u.type, xr, n_embd, 1, n_embd, xq_up + size_t(r) * arb_up);
@@ -225,15 +263,31 @@ class MoeExpertsFast final : public Kernel {
         if (off[size_t(e)] != kNoTiles) cpu::tile_acts(t, xq + size_t(r0) * arb, n_in, m, tiles + off[size_t(e)]);
       });
     };
+    if (bf16_x_bytes > 0) {
+      // Gathered into ye first (free until down runs): pack_bf16_acts takes strided rows.
+      for_each_item(*a.par, int64_t(active_.size()), par, [&](int64_t i, int) {
+        const int32_t e = active_[size_t(i)];
+        if (bf16_off_[size_t(e)] == kNoTiles) return;
+        const int64_t r0 = count_[size_t(e)], m = count_[size_t(e) + 1] - r0;
+        float* rows_x = ye + r0 * n_embd;
+        for (int64_t r = r0; r < r0 + m; ++r)
+          std::copy_n(x.row(token_of_[size_t(r)]), n_embd, rows_x + (r - r0) * n_embd);
+        cpu::pack_bf16_acts(rows_x, n_embd, n_embd, m, bx + bf16_off_[size_t(e)]);
+      });
+    }
     if (tiles_gate > 0) tile_experts(g.type, xq_gate, arb_gate, n_embd, tile_gate_, tg);
     if (tiles_up > 0) tile_experts(u.type, xq_up, arb_up, n_embd, tile_up_, tu);
     const std::vector<size_t>& tile_up = same_act_ ? tile_gate_ : tile_up_;
     // One matrix of expert e over its rows r0.. (m of them) and outputs [o0, o1).
+    // b16: the BF16 tiles' buffer (bx or bh) and offsets, used for a BF16 expert.
     auto product = [&](const WeightView& wv, int32_t e, const uint8_t* xq, size_t arb, const uint8_t* tiles,
-                       const std::vector<size_t>& off, int64_t n_in, float* out, int64_t n_out, int64_t o0,
-                       int64_t o1) {
+                       const std::vector<size_t>& off, const uint8_t* b16, const std::vector<size_t>& b16_off,
+                       int64_t n_in, float* out, int64_t n_out, int64_t o0, int64_t o1) {
       const int64_t r0 = count_[size_t(e)], m = count_[size_t(e) + 1] - r0;
-      if (off[size_t(e)] != kNoTiles)
+      if (b16_off[size_t(e)] != kNoTiles)
+        cpu::matmul_bf16(wv.type, wv.mat(e), wv.row_bytes(), n_in, b16 + b16_off[size_t(e)], m, out + r0 * n_out,
+                         n_out, o0, o1);
+      else if (off[size_t(e)] != kNoTiles)
         cpu::matmul_q_tiled(wv.type, wv.mat(e), wv.row_bytes(), n_in, tiles + off[size_t(e)], m, out + r0 * n_out,
                             n_out, o0, o1);
       else
@@ -250,14 +304,21 @@ class MoeExpertsFast final : public Kernel {
       const int32_t e = active_[size_t(item / ff_blocks)];
       const int64_t r0 = count_[size_t(e)], m = count_[size_t(e) + 1] - r0;
       const int64_t o0 = (item % ff_blocks) * ff_block, o1 = std::min(n_ff, o0 + ff_block);
-      product(g, e, xq_gate, arb_gate, tg, tile_gate_, n_embd, gate_out, n_ff, o0, o1);
-      product(u, e, xq_up, arb_up, tu, tile_up, n_embd, up_out, n_ff, o0, o1);
+      product(g, e, xq_gate, arb_gate, tg, tile_gate_, bx, bf16_off_, n_embd, gate_out, n_ff, o0, o1);
+      product(u, e, xq_up, arb_up, tu, tile_up, bx, bf16_off_, n_embd, up_out, n_ff, o0, o1);
       for (int64_t r = r0; r < r0 + m; ++r)
         vec::silu_mul(gate_out + r * n_ff + o0, up_out + r * n_ff + o0, o1 - o0, gate_out + r * n_ff + o0);
     });
     for_each_item(*a.par, rows, par, [&](int64_t r, int) {
-      cpu::quantize_acts(d.type, gate_out + r * n_ff, n_ff, 1, n_ff, hq + size_t(r) * arb_down);
+      if (!row_bf16_[size_t(r)]) cpu::quantize_acts(d.type, gate_out + r * n_ff, n_ff, 1, n_ff, hq + size_t(r) * arb_down);
     });
+    if (bf16_h_bytes > 0)
+      for_each_item(*a.par, int64_t(active_.size()), par, [&](int64_t i, int) {
+        const int32_t e = active_[size_t(i)];
+        if (bf16_h_off_[size_t(e)] == kNoTiles) return;
+        const int64_t r0 = count_[size_t(e)], m = count_[size_t(e) + 1] - r0;
+        cpu::pack_bf16_acts(gate_out + r0 * n_ff, n_ff, n_ff, m, bh + bf16_h_off_[size_t(e)]);
+      });
     if (tiles_down > 0) tile_experts(d.type, hq, arb_down, n_ff, tile_down_, td);
 
     // down over (expert, block of n_embd rows).
@@ -266,7 +327,7 @@ class MoeExpertsFast final : public Kernel {
     for_each_item(*a.par, int64_t(active_.size()) * emb_blocks, par, [&](int64_t item, int) {
       const int32_t e = active_[size_t(item / emb_blocks)];
       const int64_t o0 = (item % emb_blocks) * emb_block, o1 = std::min(n_embd, o0 + emb_block);
-      product(d, e, hq, arb_down, td, tile_down_, n_ff, ye, n_embd, o0, o1);
+      product(d, e, hq, arb_down, td, tile_down_, bh, bf16_h_off_, n_ff, ye, n_embd, o0, o1);
     });
 
     // Combine in the reference's order: k = 0 .. n_used - 1, in double.
@@ -284,10 +345,11 @@ class MoeExpertsFast final : public Kernel {
   }
 
  private:
-  // Rows per work item: at least 16 (the kernels' tile), small enough that
-  // every thread gets several items even for one expert.
+  // Rows per work item: whole panels of 32 (matmul_bf16's two tiles of rows; two
+  // of matmul_q's AMX tiles), small enough that every thread gets several
+  // items even for one expert.
   static int64_t block_rows(int64_t n, int threads) {
-    return std::max<int64_t>(16, std::min<int64_t>(128, (n / (2 * threads) + 15) / 16 * 16));
+    return std::max<int64_t>(32, std::min<int64_t>(128, (n / (2 * threads) + 31) / 32 * 32));
   }
 
   // Where each active expert's tiled activations start in a matrix's buffer
@@ -297,6 +359,7 @@ class MoeExpertsFast final : public Kernel {
     off.assign(count_.size(), kNoTiles);
     size_t total = 0;
     for (int32_t e : active_) {
+      if (bf16_off_[size_t(e)] != kNoTiles) continue;  // a BF16 expert: its own tiles
       const size_t b = cpu::tiled_acts_bytes(t, n_in, count_[size_t(e) + 1] - count_[size_t(e)]);
       if (b > 0) off[size_t(e)] = total, total += b;
     }
@@ -305,7 +368,9 @@ class MoeExpertsFast final : public Kernel {
 
   std::string_view impl_;
   ExpertSlots slots_;
-  std::vector<size_t> tile_gate_, tile_up_, tile_down_;
+  int64_t bf16_rows_;
+  std::vector<size_t> tile_gate_, tile_up_, tile_down_, bf16_off_, bf16_h_off_;
+  std::vector<uint8_t> row_bf16_;
   bool same_act_ = false;
   std::vector<int64_t> count_, pos_, slot_of_;
   std::vector<int32_t> token_of_, active_, mat_of_;
@@ -335,9 +400,13 @@ std::unique_ptr<Kernel> make_cpu_moe_experts(const CallSpec& s, std::string* err
   if (!b.ok()) return nullptr;
   ExpertSlots slots(std::move(v), choices.empty() ? 0 : choices[0], choices.empty() ? -1 : choices[1]);
   const GgmlType tg = s.weights[0].type, tu = s.weights[1].type, td = s.weights[2].type;
-  if (use_fast_matmul(s, tg) && use_fast_matmul(s, tu) && use_fast_matmul(s, td))
-    return b.done(std::make_unique<MoeExpertsFast>(tg, tu, td, std::move(slots)));
-  return b.done(std::make_unique<MoeExperts>(act_rounding(s.rounding), std::move(slots)));
+  const int64_t bf16_rows = b.i("bf16_rows", 0);
+  if (!b.check(bf16_rows >= 0, "bf16_rows must be >= 0")) return nullptr;
+  const bool bf16_ok = bf16_rows == 0 || (cpu::matmul_bf16_available(tg) && cpu::matmul_bf16_available(tu) &&
+                                          cpu::matmul_bf16_available(td));
+  if (use_fast_matmul(s, tg) && use_fast_matmul(s, tu) && use_fast_matmul(s, td) && bf16_ok)
+    return b.done(std::make_unique<MoeExpertsFast>(tg, tu, td, std::move(slots), bf16_rows));
+  return b.done(std::make_unique<MoeExperts>(act_rounding(s.rounding), std::move(slots), bf16_rows));
 }
 
 }  // namespace kt::kern

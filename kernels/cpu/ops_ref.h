@@ -53,7 +53,10 @@ void softmax(float* x, int64_t n, int64_t n_rows);
 //    weights, nothing for F32. llama.cpp's logits carry this rounding (about
 //    1e-2 relative on a quantized model); mirroring it makes kt's reference land
 //    within float-summation noise of llama.cpp.
-enum class ActRounding { Exact, GgmlCpu };
+//  Bf16: weights (as decoded) and activations both rounded to BF16, nearest
+//    even: what matmul_bf16 computes (KTransformers' AMXBF16 experts), summed
+//    exactly here.
+enum class ActRounding { Exact, GgmlCpu, Bf16 };
 
 // x rounded per `rounding` for a dot product with weight_type rows; n must be
 // a multiple of weight_type's block size. out may alias x.
@@ -240,6 +243,9 @@ struct ExpertSubset {
   const int32_t* slots = nullptr;
   int64_t n_slots = 0;
   int64_t k_begin = 0, k_end = -1;  // -1: n_used
+  // Per slice (null: none): its products round as ActRounding::Bf16 instead of
+  // w.rounding (the MoE operator's `bf16_rows`: experts with many of a step's rows).
+  const uint8_t* bf16 = nullptr;
 };
 void moe_experts(const FfnWeights& w, int64_t n_expert, const float* x, int64_t n_tokens,
                  const int32_t* ids, const float* weights, int64_t n_used, float* out,

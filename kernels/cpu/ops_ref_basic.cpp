@@ -129,6 +129,10 @@ void round_activations(GgmlType weight_type, ActRounding rounding, const float* 
                        float* out) {
   if (out != x) std::copy(x, x + n, out);
   if (rounding == ActRounding::Exact) return;
+  if (rounding == ActRounding::Bf16) {
+    for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(f32_to_bf16(out[i]));
+    return;
+  }
   switch (weight_type) {
     case GgmlType::F32:
       return;
@@ -158,6 +162,23 @@ void matmul(GgmlType type, const void* w, int64_t n_in, int64_t n_out, const flo
   const uint64_t row_bytes = t.row_bytes(n_in);
   const auto* base = static_cast<const uint8_t*>(w);
   std::vector<float> xr(static_cast<size_t>(n_in));
+  if (rounding == ActRounding::Bf16) {  // the weights rounded too: decode each row once
+    std::vector<float> wr(static_cast<size_t>(n_in * n_out));
+    for (int64_t o = 0; o < n_out; ++o) {
+      float* r = wr.data() + o * n_in;
+      t.dequant_row(base + uint64_t(o) * row_bytes, r, n_in);
+      for (int64_t i = 0; i < n_in; ++i) r[i] = bf16_to_f32(f32_to_bf16(r[i]));
+    }
+    for (int64_t b = 0; b < n_batch; ++b) {
+      round_activations(type, rounding, x + b * n_in, n_in, xr.data());
+      for (int64_t o = 0; o < n_out; ++o) {
+        double s = 0.0;
+        for (int64_t i = 0; i < n_in; ++i) s += double(wr[size_t(o * n_in + i)]) * double(xr[size_t(i)]);
+        y[b * n_out + o] = float(s);
+      }
+    }
+    return;
+  }
   for (int64_t b = 0; b < n_batch; ++b) {
     round_activations(type, rounding, x + b * n_in, n_in, xr.data());
     for (int64_t o = 0; o < n_out; ++o)

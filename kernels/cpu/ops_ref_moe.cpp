@@ -124,6 +124,7 @@ void moe_experts(const FfnWeights& w, int64_t n_expert, const float* x, int64_t 
       expert.gate = static_cast<const uint8_t*>(w.gate) + uint64_t(e) * gate_bytes;
       expert.up = static_cast<const uint8_t*>(w.up) + uint64_t(e) * up_bytes;
       expert.down = static_cast<const uint8_t*>(w.down) + uint64_t(e) * down_bytes;
+      if (subset.bf16 && subset.bf16[e]) expert.rounding = ActRounding::Bf16;
       ffn_swiglu(expert, x + t * w.n_embd, 1, y.data());
       const double wk = double(weights[t * n_used + k]);
       for (int64_t i = 0; i < w.n_embd; ++i) acc[size_t(i)] += wk * double(y[size_t(i)]);

@@ -54,7 +54,7 @@ class Scratch {
 
 // Scratch `slot` of the calling thread.
 inline void* scratch(int slot, size_t bytes) {
-  thread_local Scratch s[8];
+  thread_local Scratch s[10];
   return s[slot].get(bytes);
 }
 

@@ -12,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include "kernels/cpu/matmul_bf16.h"
 #include "kernels/cpu/matmul_q.h"
 #include "kernels/cpu/ops_ref.h"
 #include "kernels/cpu/vec_f32.h"
@@ -275,6 +276,60 @@ TEST(FastMoe, ManyTokensPerExpertMatchReference) {
     EXPECT_LE(rel_l2(fast->out[0].data() + t * n_embd, ref->out[0].data() + t * n_embd, size_t(n_embd)), 1e-5)
         << "token " << t;
   EXPECT_GT(rel_l2(fast->out[0].data(), x.data(), size_t(n * n_embd)), 0.1);  // not the input passed through
+}
+
+// bf16_rows (KTransformers' AMXBF16 experts): experts with at least that many of
+// the step's rows compute in BF16 (matmul_bf16.h), the rest as before; the
+// reference rounds the same experts the same way. Experts 0..2 get 30 rows,
+// expert 3 five (below 20: ggml's rounding); a Q5_0 down as V2-Lite's.
+// The bound is wider than ggml rounding's 1e-5: SiLU's output is computed in
+// float here and in double by the reference, and where it sits on a BF16
+// rounding boundary the two round apart by one BF16 step (2^-8 of the value,
+// where a Q8 step is 1/127 of a block's largest): one such value moved a
+// token by 3.2e-5.
+constexpr double kBf16Tol = 1e-4;
+TEST(FastMoe, Bf16ExpertsMatchReference) {
+  const int64_t n_embd = 512, n_ff = 288, n_expert = 4, n_used = 2, n = 50;
+  const Tensor g = random_weight(GgmlType::Q4_K, {n_embd, n_ff, n_expert}, 61, "gate");
+  const Tensor u = random_weight(GgmlType::Q4_K, {n_embd, n_ff, n_expert}, 62, "up");
+  const Tensor d = random_weight(GgmlType::Q5_0, {n_ff, n_embd, n_expert}, 63, "down");
+  const std::vector<float> x = random_floats(size_t(n * n_embd), 64);
+  std::vector<float> ids(size_t(n * n_used)), wts = random_floats(size_t(n * n_used), 65);
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t k = 0; k < n_used; ++k) {
+      int32_t e = int32_t((t + k * (1 + t % 2)) % 3);
+      if (t % 10 == 0 && k == 1) e = 3;  // 5 rows of expert 3
+      std::memcpy(&ids[size_t(t * n_used + k)], &e, 4);
+    }
+  Param rows;
+  rows.key = "bf16_rows";
+  rows.i = 20;
+  auto make = [&](Impl impl, std::vector<Param> params) {
+    return moe_experts_call(impl, {g.view, u.view, d.view}, std::move(params), x, ids, wts, n_embd, n_used, n);
+  };
+  const StepData sd = one_sequence(n);
+  auto fast = make(Impl::Fast, {rows}), ref = make(Impl::Reference, {rows}), ggml = make(Impl::Reference, {});
+  if (!cpu::matmul_bf16_available(GgmlType::Q4_K)) GTEST_SKIP() << "no AVX-512 here: the reference runs";
+  ASSERT_NE(fast->kernel->impl(), "reference");
+  fast->run(sd.step(), n);
+  ref->run(sd.step(), n);
+  ggml->run(sd.step(), n);
+  double worst = 0, least_apart = 1;
+  for (int64_t t = 0; t < n; ++t) {
+    const float* f = fast->out[0].data() + t * n_embd;
+    const double e = rel_l2(f, ref->out[0].data() + t * n_embd, size_t(n_embd));
+    EXPECT_LE(e, kBf16Tol) << "token " << t;
+    worst = std::max(worst, e);
+    // BF16 rounding is not ggml's: the two differ by far more than the bound
+    // above for tokens whose experts all had 20 rows or more.
+    if (t % 10 != 0) {
+      const double apart = rel_l2(f, ggml->out[0].data() + t * n_embd, size_t(n_embd));
+      EXPECT_GT(apart, 10 * kBf16Tol) << "token " << t;
+      least_apart = std::min(least_apart, apart);
+    }
+  }
+  std::printf("  worst rel_l2 to the reference %.2e (bound %.0e); BF16 and ggml's rounding at least %.2e apart\n",
+              worst, kBf16Tol, least_apart);
 }
 
 // cpu.silu_mul's fast path (float, AVX-512 where the CPU has it) against the

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/matmul_bf16.h"
 #include "kernels/cpu/matmul_q.h"
 #include "runtime/thread_pool.h"
 #include "kernels/random_blocks.h"
@@ -88,6 +89,7 @@ int usage() {
                "usage: kt-bench matmul [--type Q4_K[,Q6_K,...]] [--rows N] [--cols K] [--batch B[,B...]]\n"
                "                       [--threads T[,T...]] [--reps R] [--isa scalar|avx2|avx512|amx] [--no-triad]\n"
                "                       [--hot]   (one copy of the weights: cache-resident, the compute ceiling)\n"
+               "                       [--bf16]  (matmul_bf16: weights and activations rounded to BF16)\n"
                "  defaults: --type Q4_K --rows 14336 --cols 4096 --batch 1 --threads <all> --reps 20\n");
   return 2;
 }
@@ -102,6 +104,7 @@ int run_matmul_bench(int argc, char** argv) {
   int reps = 20;
   bool triad = true;
   bool hot = false;  // one copy: weights stay in cache (compute ceiling)
+  bool bf16 = false;  // matmul_bf16 (BF16 rounding) instead of matmul_q
   for (int i = 0; i < argc; ++i) {
     const std::string a = argv[i];
     const bool has = i + 1 < argc;
@@ -127,6 +130,8 @@ int run_matmul_bench(int argc, char** argv) {
       triad = false;
     } else if (a == "--hot") {
       hot = true;
+    } else if (a == "--bf16") {
+      bf16 = true;
     } else {
       return usage();
     }
@@ -184,7 +189,8 @@ int run_matmul_bench(int argc, char** argv) {
       for (int64_t batch : batches) {
         std::vector<float> x(size_t(batch * cols));
         for (auto& v : x) v = 2.0f * rng.uniform() - 1.0f;
-        const size_t ab = cpu::act_row_bytes(t, cols);
+        const size_t ab = bf16 ? (cpu::bf16_acts_bytes(cols, batch) + size_t(batch) - 1) / size_t(batch)
+                               : cpu::act_row_bytes(t, cols);
         std::unique_ptr<uint8_t[]> xq(new (std::align_val_t(64)) uint8_t[ab * size_t(batch)]);
         std::vector<float> y(size_t(batch * rows));
         int copy = 0;
@@ -193,14 +199,16 @@ int run_matmul_bench(int argc, char** argv) {
           const uint8_t* wc = w.get() + bytes * uint64_t(copy);
           copy = (copy + 1) % copies;
           const auto q0 = Clock::now();
-          cpu::quantize_acts(t, x.data(), cols, batch, cols, xq.get());
+          if (bf16) cpu::pack_bf16_acts(x.data(), cols, cols, batch, xq.get());
+          else cpu::quantize_acts(t, x.data(), cols, batch, cols, xq.get());
           quant_s += std::chrono::duration<double>(Clock::now() - q0).count();
           pool.run([&](int ti) {
             // Whole 16-row chunks per thread, so no two threads share a cache line of y.
             const int64_t chunks = (rows + 15) / 16;
             const int64_t o0 = std::min(rows, chunks * ti / threads * 16);
             const int64_t o1 = std::min(rows, chunks * (ti + 1) / threads * 16);
-            cpu::matmul_q(t, wc, row_bytes, cols, xq.get(), batch, y.data(), rows, o0, o1);
+            if (bf16) cpu::matmul_bf16(t, wc, row_bytes, cols, xq.get(), batch, y.data(), rows, o0, o1);
+            else cpu::matmul_q(t, wc, row_bytes, cols, xq.get(), batch, y.data(), rows, o0, o1);
           });
         };
         for (int i = 0; i < std::min(copies, 3); ++i) call();  // warm-up: page faults, pool spin-up
@@ -215,7 +223,7 @@ int run_matmul_bench(int argc, char** argv) {
         // does when nothing else runs); the median beside it shows the spread.
         std::sort(times.begin(), times.end());
         const double best = times.front(), med = times[times.size() / 2];
-        Result res{tname, cpu::matmul_q_impl(t), batch, threads, best * 1e3, double(bytes) / best / 1e9,
+        Result res{tname, bf16 ? cpu::matmul_bf16_impl() : cpu::matmul_q_impl(t), batch, threads, best * 1e3, double(bytes) / best / 1e9,
                    2.0 * double(rows) * double(cols) * double(batch) / best / 1e9, quant_s / reps * 1e3, med * 1e3};
         results.push_back(res);
         const double tr = triad_for(threads);

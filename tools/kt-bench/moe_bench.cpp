@@ -12,6 +12,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -87,9 +88,16 @@ struct MoeTime {
 };
 
 // cpu.moe_experts over n tokens, with a new draw of experts every call.
-MoeTime time_moe(const Shape& s, const Layer& L, ThreadPool& pool, int64_t n, int reps, const RoutingDistribution& dist) {
+MoeTime time_moe(const Shape& s, const Layer& L, ThreadPool& pool, int64_t n, int reps, const RoutingDistribution& dist,
+                 int64_t bf16_rows) {
   kern::CallSpec spec;
   spec.kernel = "cpu.moe_experts";
+  if (bf16_rows > 0) {
+    kern::Param p;
+    p.key = "bf16_rows";
+    p.i = bf16_rows;
+    spec.params.push_back(p);
+  }
   spec.in = {{GgmlType::F32, s.n_embd, n}, {GgmlType::I32, s.n_used, n}, {GgmlType::F32, s.n_used, n}};
   spec.out = {{GgmlType::F32, s.n_embd, n}};
   spec.weights = {L.w[0], L.w[1], L.w[2]};
@@ -152,6 +160,7 @@ int run_moe_bench(int argc, char** argv) {
   std::string only;
   int threads = 0;
   bool quick = false;
+  int64_t bf16_rows = 0;
   std::string routing = "uniform";
   for (int i = 0; i < argc; ++i) {
     const std::string a = argv[i];
@@ -159,9 +168,11 @@ int run_moe_bench(int argc, char** argv) {
     else if (a == "--routing" && i + 1 < argc) routing = argv[++i];
     else if (a == "--threads" && i + 1 < argc) threads = std::atoi(argv[++i]);
     else if (a == "--quick") quick = true;
+    else if (a == "--bf16-rows" && i + 1 < argc) bf16_rows = std::atoll(argv[++i]);
     else {
       std::fprintf(stderr, "usage: kt-bench moe [--model deepseek-v2-lite|deepseek-v3|qwen2-57b-a14b|mixtral-8x7b] "
-                           "[--threads N] [--quick] [--routing uniform|zipf:S|profile:FILE]\n");
+                           "[--threads N] [--quick] [--routing uniform|zipf:S|profile:FILE]\n"
+                           "       [--bf16-rows N]  (experts with N or more of a call's rows in BF16: AMXBF16)\n");
       return 2;
     }
   }
@@ -172,11 +183,12 @@ int run_moe_bench(int argc, char** argv) {
   }
   ThreadPool pool(threads);
   const TriadResult triad = measure_triad(uint64_t(quick ? 1 : 3) << 30, pool.n_threads(), 3);
-  std::printf("cpu: %s, %d threads; DRAM triad %.1f GB/s; routing %s\n", cpu_description().c_str(), pool.n_threads(),
-              triad.gbps, dist->name.c_str());
+  std::printf("cpu: %s, %d threads; DRAM triad %.1f GB/s; routing %s; bf16_rows %lld\n", cpu_description().c_str(),
+              pool.n_threads(), triad.gbps, dist->name.c_str(), (long long)bf16_rows);
   std::printf("%-18s %8s %10s %10s %12s %12s %10s\n", "model", "tokens", "ms", "GB/s", "of triad", "TFLOP/s",
               "oneDNN bf16");
   nlohmann::json j = {{"triad_gbps", triad.gbps}, {"threads", pool.n_threads()}, {"routing", dist->name},
+                      {"bf16_rows", bf16_rows},
                       {"moe", nlohmann::json::array()}};
   for (const Shape& s : kShapes) {
     if (!only.empty() && only != s.name) continue;
@@ -184,7 +196,7 @@ int run_moe_bench(int argc, char** argv) {
     const double expert_bytes = double(L->gate.size() + L->up.size() + L->down.size()) / double(s.n_expert);
     for (int64_t n : {int64_t(1), int64_t(128), int64_t(512), int64_t(2048)}) {
       if (quick && n > 128) continue;
-      const MoeTime mt = time_moe(s, *L, pool, n, n == 1 ? 20 : 3, *dist);
+      const MoeTime mt = time_moe(s, *L, pool, n, n == 1 ? 20 : 3, *dist, bf16_rows);
       const double sec = mt.seconds;
       // Bytes: the distinct experts one call reads (all of them once n*n_used >> n_expert
       // under uniform routing; fewer under skew).
@@ -194,6 +206,9 @@ int run_moe_bench(int argc, char** argv) {
       double dnnl_tflops = 0;
       if (n >= 128) {  // the same FLOPs as one BF16 GEMM per expert over its tokens
         const int64_t m = std::max<int64_t>(1, n * s.n_used / s.n_expert);
+        // kt's idle workers spin for a few ms before they sleep: let them, so
+        // oneDNN's threads do not share the cores with them.
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
         const GemmResult g = measure_gemm_onednn(m, s.n_ff, s.n_embd, true, 3, pool.n_threads());
         dnnl_tflops = g.tflops;
         std::snprintf(dnnl, sizeof dnnl, "%.2f", g.tflops);
