@@ -21,6 +21,7 @@
 //   an expert with at least that many of the step's rows computes in BF16
 //   (matmul_bf16.h; KTransformers' AMXBF16), its rows packed as BF16 tiles.
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
@@ -174,7 +175,9 @@ class MoeExperts final : public Kernel {
 class MoeExpertsFast final : public Kernel {
  public:
   MoeExpertsFast(GgmlType gate, GgmlType up, GgmlType down, ExpertSlots slots, int64_t bf16_rows)
-      : impl_(cpu::matmul_q_impl(gate)), slots_(std::move(slots)), bf16_rows_(bf16_rows) {
+      : impl_(std::string(cpu::matmul_q_impl(gate)) + (bf16_rows > 0 ? std::string("+") + cpu::matmul_bf16_impl() : "")),
+        slots_(std::move(slots)),
+        bf16_rows_(bf16_rows) {
     same_act_ = cpu::act_row_bytes(gate, 256) == cpu::act_row_bytes(up, 256) && gate == up;
   }
   std::string_view impl() const override { return impl_; }
@@ -366,7 +369,7 @@ class MoeExpertsFast final : public Kernel {
     return total;
   }
 
-  std::string_view impl_;
+  std::string impl_;  // matmul_q's kernel, and matmul_bf16's where bf16_rows asks for it
   ExpertSlots slots_;
   int64_t bf16_rows_;
   std::vector<size_t> tile_gate_, tile_up_, tile_down_, bf16_off_, bf16_h_off_;

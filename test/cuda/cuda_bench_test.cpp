@@ -245,10 +245,13 @@ double time_call(Call& c, cudaStream_t s, int reps = 20) {
   DevMem mem;
   std::vector<kern::WeightView> wv;
   for (const Weight& w : c.weights) wv.push_back(w.view(mem.put(w.bytes.data(), w.bytes.size())));
-  kern::KvView kv = c.kv->shape;
-  kv.k = mem.put(c.kv->k.data(), c.kv->k.size());
-  kv.v = mem.put(c.kv->v.data(), c.kv->v.size());
-  const kern::CallSpec spec = spec_of(c, "cuda." + c.op, wv, &kv, 0);
+  kern::KvView kv;
+  if (c.kv) {
+    kv = c.kv->shape;
+    kv.k = mem.put(c.kv->k.data(), c.kv->k.size());
+    kv.v = mem.put(c.kv->v.data(), c.kv->v.size());
+  }
+  const kern::CallSpec spec = spec_of(c, "cuda." + c.op, wv, c.kv ? &kv : nullptr, 0);
   std::string e;
   auto k = kern::find_kernel("cuda." + c.op)->make(spec, &e);
   EXPECT_TRUE(k) << e;
@@ -261,7 +264,7 @@ double time_call(Call& c, cudaStream_t s, int reps = 20) {
   a.in = ia;
   a.out = oa;
   a.weights = wv;
-  a.kv = &kv;
+  a.kv = c.kv ? &kv : nullptr;
   a.step = &st;
   a.queue = s;
   const double ms = time_ms(s, [&](int) { k->run(a); }, reps, 5);
@@ -396,6 +399,93 @@ TEST(CudaBench, D_DecodeAttentionAtContext4096) {
     std::snprintf(line, sizeof line, "  GQA 32 heads / 8 KV heads of 128     %8.1f us  (K+V cache %.1f MB: %5.0f GB/s)\n",
                   ms * 1e3, cache / 1e6, cache / (ms * 1e-3) / 1e9);
     table() << line;
+  }
+  cudaStreamDestroy(s);
+}
+
+// The GPU's part of one hybrid V2-Lite decode layer, kernel by kernel, each
+// launched back to back (so a kernel shorter than a launch shows the launch
+// rate): what the chain between two CPU expert calls is made of.
+TEST(CudaBench, E_DecodeLayerKernels) {
+  KT_REQUIRE_GPU();
+  cudaStream_t s;
+  cudaStreamCreate(&s);
+  SplitMix64 rng(5);
+  table() << "\nV2-Lite decode layer on the GPU, 1 token, kernel by kernel (us)\n";
+  auto row = [&](const char* what, Call& c) {
+    c.step.add_run(0, 575, 1);
+    char line[160];
+    std::snprintf(line, sizeof line, "  %-44s %7.1f\n", what, time_call(c, s, 50) * 1e3);
+    table() << line;
+  };
+  auto matmul = [&](const char* what, GgmlType t, int64_t n_in, int64_t n_out) {
+    Call c;
+    c.op = "matmul";
+    c.in.push_back(Buf::f32(n_in, 1, random_floats(size_t(n_in), rng)));
+    c.out.push_back(Buf::f32(n_out, 1));
+    c.weights.push_back(Weight::random("w", t, n_in, n_out, 1, 7));
+    row(what, c);
+  };
+  {
+    Call c;
+    c.op = "rms_norm";
+    c.in.push_back(Buf::f32(2048, 1, random_floats(2048, rng)));
+    c.out.push_back(Buf::f32(2048, 1));
+    c.weights.push_back(Weight::f32("norm", random_floats(2048, rng, 0.5f, 1.5f), 2048));
+    c.paramf("eps", 1e-6);
+    row("rms_norm 2048", c);
+  }
+  matmul("matmul q, Q4_K 2048 -> 3072", GgmlType::Q4_K, 2048, 3072);
+  matmul("matmul kv_a, Q4_K 2048 -> 576", GgmlType::Q4_K, 2048, 576);
+  matmul("matmul o, Q4_K 2048 -> 2048", GgmlType::Q4_K, 2048, 2048);
+  matmul("matmul shared gate/up, Q4_K 2048 -> 2816", GgmlType::Q4_K, 2048, 2816);
+  matmul("matmul shared down, Q6_K 2816 -> 2048", GgmlType::Q6_K, 2816, 2048);
+  {
+    Call c;
+    c.op = "add";
+    c.in.push_back(Buf::f32(2048, 1, random_floats(2048, rng)));
+    c.in.push_back(Buf::f32(2048, 1, random_floats(2048, rng)));
+    c.out.push_back(Buf::f32(2048, 1));
+    row("add 2048", c);
+  }
+  {
+    Call c;
+    c.op = "silu_mul";
+    c.in.push_back(Buf::f32(2816, 1, random_floats(2816, rng)));
+    c.in.push_back(Buf::f32(2816, 1, random_floats(2816, rng)));
+    c.out.push_back(Buf::f32(2816, 1));
+    row("silu_mul 2816", c);
+  }
+  {
+    Call c;
+    c.op = "moe_gate";
+    c.in.push_back(Buf::f32(2048, 1, random_floats(2048, rng)));
+    c.out.push_back(Buf::i32(6, 1));
+    c.out.push_back(Buf::f32(6, 1));
+    c.weights.push_back(Weight::random("gate_inp", GgmlType::F32, 2048, 64, 1, 8, 0.0f, 0.2f));
+    c.param("n_used", 6);
+    c.param("gating", 1);
+    c.param("n_group", 1);
+    c.param("topk_group", 1);
+    c.param("norm", 0);
+    c.paramf("scale", 0.0);
+    row("moe_gate V2-Lite (64 experts, top 6)", c);
+  }
+  {
+    Call c;
+    c.op = "mla_attention_absorbed";
+    c.kv = std::make_unique<Kv>(random_kv(kern::KvView::Kind::MlaLatent, GgmlType::F16, 1, 576, 1, 512, 64, 4));
+    c.in.push_back(Buf::f32(16 * 192, 1, random_floats(16 * 192, rng)));
+    c.out.push_back(Buf::f32(16 * 128, 1));
+    c.weights.push_back(Weight::random("k_b", GgmlType::Q5_0, 128, 512, 16, 5));
+    c.weights.push_back(Weight::random("v_b", GgmlType::Q4_K, 512, 128, 16, 6));
+    c.param("n_heads", 16);
+    c.param("d_nope", 128);
+    c.param("d_rope", 64);
+    c.param("d_v", 128);
+    c.param("kv_lora_rank", 512);
+    c.paramf("kq_scale", 0.1);
+    row("mla_attention_absorbed k_b/v_b, 576 positions", c);
   }
   cudaStreamDestroy(s);
 }
