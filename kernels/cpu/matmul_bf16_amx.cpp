@@ -25,7 +25,9 @@
 
 // GCC 12 warns that the intrinsics' unused pass-through operands
 // (_mm512_undefined_*) "may be used uninitialized" when inlined here.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 #include <algorithm>
 #include <cstdlib>
