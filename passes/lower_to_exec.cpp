@@ -87,6 +87,14 @@ class Lowering {
   std::string weight(ir::WeightAttr w, const std::string& device, llvm::ArrayRef<int64_t> matrices = {});
   mlir::NamedAttribute param(llvm::StringRef k, int64_t v) { return b_.getNamedAttr(k, b_.getI64IntegerAttr(v)); }
   mlir::NamedAttribute paramf(llvm::StringRef k, double v) { return b_.getNamedAttr(k, b_.getF64FloatAttr(v)); }
+  // KTransformers' `backend: "AMXBF16"` on a CPU op: its steps of at least
+  // bf16_rows rows (kBf16Rows, or the rule's `bf16_rows` kwarg) compute in BF16
+  // (kernels/cpu/matmul_bf16.h); shorter steps, so decode, as ggml rounds.
+  void amx_bf16(ModuleInterface m, llvm::SmallVector<NamedAttribute>& params) {
+    if (option_str(m, "backend") != "AMXBF16") return;
+    auto n = llvm::dyn_cast_or_null<mlir::IntegerAttr>(option(m, "bf16_rows"));
+    params.push_back(param("bf16_rows", n ? n.getInt() : kBf16Rows));
+  }
   void call(ModuleInterface m, llvm::StringRef op, const std::string& device, llvm::ArrayRef<Value> in,
             llvm::ArrayRef<Value> out, llvm::ArrayRef<std::string> weights, llvm::ArrayRef<NamedAttribute> params,
             const std::string& kv = "");
@@ -251,7 +259,9 @@ mlir::FailureOr<Value> Lowering::linear(ModuleInterface m, const Value& x) {
   llvm::SmallVector<std::string> ws{weight(w, dev)};
   if (auto bias = op.getBiasAttr()) ws.push_back(weight(bias, dev));
   const Value y = buffer(m.getPath().str(), "out", dev, w.dim(1));
-  call(m, "matmul", dev, {x}, {y}, ws, {});
+  llvm::SmallVector<NamedAttribute> params;
+  if (kind_of(dev) == "cpu") amx_bf16(m, params);
+  call(m, "matmul", dev, {x}, {y}, ws, params);
   return y;
 }
 
@@ -471,13 +481,7 @@ mlir::FailureOr<Value> Lowering::moe(ModuleInterface m, const Value& x) {
   const bool streaming = phase_->streamed && kind_of(edev) == "cpu" && kind_of(dev) == "cuda";
   const bool deferring = defer > 0 && defer < n_used && kind_of(edev) == "cpu" && !last_layer_ && !streaming;
   auto cpu_call = [&](const Value& out, llvm::SmallVector<NamedAttribute> params) {
-    // KTransformers' `backend: "AMXBF16"`: experts with at least bf16_rows of
-    // a step's rows compute in BF16 (kernels/cpu/matmul_bf16.h), the rest, and
-    // so decode, as ggml rounds. A rule's `bf16_rows` kwarg sets the threshold.
-    if (option_str(experts, "backend") == "AMXBF16" && !streaming) {
-      auto n = llvm::dyn_cast_or_null<mlir::IntegerAttr>(option(experts, "bf16_rows"));
-      params.push_back(param("bf16_rows", n ? n.getInt() : kBf16Rows));
-    }
+    if (!streaming) amx_bf16(experts, params);
     if (streaming) {
       params.push_back(param("streamed", 1));
       ++phase_->streamed_calls;

@@ -9,10 +9,16 @@
 // are quantized once to W's vec_dot type, then blocks of output rows are
 // integer dot products, taken by the threads one block at a time. The same
 // numbers as the reference with GgmlCpu rounding, up to float summation.
+// Param bf16_rows (> 0; KTransformers' AMXBF16 on a CPU plan): a step of at
+// least that many rows computes in BF16 instead (matmul_bf16.h; the reference:
+// ActRounding::Bf16), so prefill's long steps take the BF16 tiles and decode
+// keeps ggml's rounding.
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/matmul_bf16.h"
 #include "kernels/cpu/matmul_q.h"
 #include "kernels/cpu/ops_ref.h"
 #include "kernels/cpu/work_split.h"
@@ -30,13 +36,20 @@ ref::ActRounding act_rounding(Rounding r) {
 
 class MatmulRef final : public Kernel {
  public:
-  MatmulRef(ref::ActRounding rounding) : rounding_(rounding) {}
+  MatmulRef(ref::ActRounding rounding, int64_t bf16_rows) : rounding_(rounding), bf16_rows_(bf16_rows) {}
 
   void run(const CallArgs& a) override {
     const Act &x = a.in[0], &y = a.out[0];
     const WeightView& w = a.weights[0];
     const float* bias = a.weights.size() > 1 ? a.weights[1].f32() : nullptr;
     const int64_t n_in = w.ne[0], n_out = w.ne[1];
+    if (bf16_rows_ > 0 && x.rows >= bf16_rows_) {
+      ref::matmul(w.type, w.data, n_in, n_out, x.row(0), x.rows, y.f32(), ref::ActRounding::Bf16);
+      if (bias)
+        for (int64_t r = 0; r < x.rows; ++r)
+          for (int64_t o = 0; o < n_out; ++o) y.row(r)[o] += bias[o];
+      return;
+    }
     xr_.resize(size_t(x.rows * n_in));
     a.par->for_range(x.rows, [&](int64_t b, int64_t e, int) {
       for (int64_t r = b; r < e; ++r)
@@ -57,12 +70,15 @@ class MatmulRef final : public Kernel {
 
  private:
   ref::ActRounding rounding_;
+  int64_t bf16_rows_;
   std::vector<float> xr_;  // the rounded activations of one call
 };
 
 class MatmulFast final : public Kernel {
  public:
-  explicit MatmulFast(GgmlType type) : impl_(cpu::matmul_q_impl(type)) {}
+  MatmulFast(GgmlType type, int64_t bf16_rows)
+      : impl_(std::string(cpu::matmul_q_impl(type)) + (bf16_rows > 0 ? std::string("+") + cpu::matmul_bf16_impl() : "")),
+        bf16_rows_(bf16_rows) {}
   std::string_view impl() const override { return impl_; }
 
   void run(const CallArgs& a) override {
@@ -71,6 +87,7 @@ class MatmulFast final : public Kernel {
     const float* bias = a.weights.size() > 1 ? a.weights[1].f32() : nullptr;
     const int64_t n_in = w.ne[0], n_out = w.ne[1], rows = x.rows;
     const bool par = worth_threads(rows * n_in * n_out);
+    if (bf16_rows_ > 0 && rows >= bf16_rows_) return run_bf16(a, par);
     const size_t arb = cpu::act_row_bytes(w.type, n_in);
     auto* xq = static_cast<uint8_t*>(scratch(0, size_t(rows) * arb));
     for_each_item(*a.par, rows, par && rows > 1, [&](int64_t r, int) {
@@ -89,7 +106,30 @@ class MatmulFast final : public Kernel {
   }
 
  private:
-  std::string_view impl_;
+  // The rows packed as BF16 tiles (16 rows each, taken by the threads), then
+  // blocks of whole 32-row panels of W.
+  void run_bf16(const CallArgs& a, bool par) {
+    const Act &x = a.in[0], &y = a.out[0];
+    const WeightView& w = a.weights[0];
+    const float* bias = a.weights.size() > 1 ? a.weights[1].f32() : nullptr;
+    const int64_t n_in = w.ne[0], n_out = w.ne[1], rows = x.rows;
+    const size_t tile = cpu::bf16_acts_bytes(n_in, 16);
+    auto* acts = static_cast<uint8_t*>(scratch(0, cpu::bf16_acts_bytes(n_in, rows)));
+    for_each_item(*a.par, (rows + 15) / 16, par, [&](int64_t i, int) {
+      cpu::pack_bf16_acts(x.row(16 * i), x.cols, n_in, std::min<int64_t>(16, rows - 16 * i), acts + size_t(i) * tile);
+    });
+    const int64_t block = std::max<int64_t>(32, std::min<int64_t>(256, n_out / (4 * a.par->n_threads()) / 32 * 32));
+    for_each_item(*a.par, (n_out + block - 1) / block, par, [&](int64_t i, int) {
+      const int64_t o0 = i * block, o1 = std::min(n_out, o0 + block);
+      cpu::matmul_bf16(w.type, w.data, w.row_bytes(), n_in, acts, rows, y.f32(), n_out, o0, o1);
+      if (bias)
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t o = o0; o < o1; ++o) y.row(r)[o] += bias[o];
+    });
+  }
+
+  std::string impl_;
+  int64_t bf16_rows_;
 };
 
 }  // namespace
@@ -111,8 +151,11 @@ std::unique_ptr<Kernel> make_cpu_matmul(const CallSpec& s, std::string* error) {
     b.check(s.weights[1].type == GgmlType::F32, "bias '", std::string(s.weights[1].name), "' must be F32");
     b.weight_shape(1, w.ne[1]);
   }
-  if (use_fast_matmul(s, w.type)) return b.done(std::make_unique<MatmulFast>(w.type));
-  return b.done(std::make_unique<MatmulRef>(act_rounding(s.rounding)));
+  const int64_t bf16_rows = b.i("bf16_rows", 0);
+  if (!b.check(bf16_rows >= 0, "bf16_rows must be >= 0")) return nullptr;
+  if (use_fast_matmul(s, w.type) && (bf16_rows == 0 || cpu::matmul_bf16_available(w.type)))
+    return b.done(std::make_unique<MatmulFast>(w.type, bf16_rows));
+  return b.done(std::make_unique<MatmulRef>(act_rounding(s.rounding), bf16_rows));
 }
 
 }  // namespace kt::kern

@@ -192,6 +192,44 @@ INSTANTIATE_TEST_SUITE_P(Types, FastMatmul,
                            return std::string(type_name(info.param.type)) + "_" + std::to_string(info.param.rows);
                          });
 
+// bf16_rows on cpu.matmul: a step of that many rows or more computes in BF16
+// (fast and reference alike, with a bias), a shorter one as without the param,
+// bit for bit.
+TEST(FastMatmul, Bf16RowsSwitchesLongStepsToBf16) {
+  if (!cpu::matmul_bf16_available(GgmlType::Q4_K)) GTEST_SKIP() << "no AVX-512 here: the reference runs";
+  const int64_t n_in = 512, n_out = 150;
+  const Tensor w = random_weight(GgmlType::Q4_K, {n_in, n_out}, 17, "w");
+  const Tensor b = random_weight(GgmlType::F32, {n_out}, 19, "bias");
+  const std::vector<float> x = random_floats(size_t(40 * n_in), 18);
+  Param p;
+  p.key = "bf16_rows";
+  p.i = 20;
+  auto run = [&](Impl impl, int64_t rows, std::vector<Param> params) {
+    auto call = std::make_unique<Call>("cpu.matmul", impl, Rounding::GgmlCpu);
+    call->spec.weights = {w.view, b.view};
+    call->spec.params = std::move(params);
+    call->add_in(GgmlType::F32, n_in, rows, std::vector<float>(x.begin(), x.begin() + rows * n_in));
+    call->add_out(GgmlType::F32, n_out, rows);
+    EXPECT_TRUE(call->bind()) << call->error;
+    const StepData sd = one_sequence(rows);
+    call->run(sd.step(), rows);
+    return call;
+  };
+  for (int64_t rows : {int64_t(19), int64_t(40)}) {
+    auto fast = run(Impl::Fast, rows, {p}), ref = run(Impl::Reference, rows, {p});
+    auto ggml = run(Impl::Fast, rows, {});
+    ASSERT_NE(fast->kernel->impl(), "reference");
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* f = fast->out[0].data() + r * n_out;
+      EXPECT_LE(rel_l2(f, ref->out[0].data() + r * n_out, size_t(n_out)), 1e-5) << rows << " rows, row " << r;
+      if (rows < 20)
+        EXPECT_EQ(std::memcmp(f, ggml->out[0].data() + r * n_out, size_t(n_out) * 4), 0) << "row " << r;
+      else
+        EXPECT_GT(rel_l2(f, ggml->out[0].data() + r * n_out, size_t(n_out)), 1e-4) << "row " << r << ": not BF16";
+    }
+  }
+}
+
 // ---- MoE experts -------------------------------------------------------------
 
 // cpu.moe_experts over n tokens of x with their routing (ids as I32 bits in floats, weights).
