@@ -18,10 +18,12 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/kv_rows.h"
+#include "kernels/cpu/matmul_q.h"
 #include "kernels/cpu/ops_ref.h"
 #include "kernels/cpu/rope_params.h"
 #include "kernels/cpu/vec_f32.h"
@@ -305,6 +307,112 @@ class MlaAbsorbedFast final : public Kernel {
   std::vector<int64_t> chunk_first_;  // per token, its first chunk (and the end)
 };
 
+// cpu.mla_attention's fast path where the file has kv_b: the decompressed form
+// as llama.cpp's CPU graph computes it (ops_ref.h attention with GgmlCpu
+// rounding), for prefill. Per run of a sequence's tokens:
+//  1. K_nope and V of every cached token: kv_b's product over the latents
+//     (matmul_q: the latents rounded as ggml rounds them, AMX tiles from 16
+//     rows), with the shared rope key appended to each head's K; K, V and the
+//     queries rounded to F16 (llama.cpp's F16 cache).
+//  2. Per (head, block of 16 tokens): scores over the positions the block
+//     sees (a float GEMM), each token's softmax over its own positions,
+//     normalized and rounded to F16 as the reference rounds it, then P V.
+// Against the absorbed form it multiplies 3.4x fewer values in the attention
+// (d_nope + d_rope + d_v = 320 a head and position, not 2 kv_lora_rank +
+// d_rope = 1088) and adds one matrix product per cached token and step, which
+// the AMX tiles take: the long prompt's order. A step with a run of fewer than
+// kMinRun tokens (decode, a short turn after a long history) takes the absorbed
+// kernel instead: decompressing every cached token costs ~4 MFLOP of int8
+// products each (V2-Lite), which pays when enough queries share it.
+class MlaDecompressedFast final : public Kernel {
+ public:
+  MlaDecompressedFast(ref::MlaShape shape, float kq_scale, const std::vector<WeightView>& w)
+      : s_(shape), kq_scale_(kq_scale), absorbed_(shape, kq_scale, w),
+        impl_(std::string("decompressed, kv_b ") + cpu::matmul_q_impl(w[0].type)) {}
+  std::string_view impl() const override { return impl_; }
+
+  void run(const CallArgs& a) override {
+    const std::vector<Run> runs = step_runs(*a.step);
+    for (const Run& rn : runs)
+      if (rn.n < kMinRun) return absorbed_.run(a);
+    const Act &q = a.in[0], &y = a.out[0];
+    const WeightView& kv_b = a.weights[0];
+    const KvView& kv = *a.kv;
+    const int64_t H = s_.n_heads, dn = s_.d_nope, dr = s_.d_rope, dv = s_.d_v, r = s_.kv_lora_rank;
+    const int64_t dk = dn + dr, per_head = dn + dv, n_rows = H * per_head;
+    for (const Run& rn : runs) {
+      const int64_t n_kv = rn.pos0 + rn.n;
+      const bool par = worth_threads(n_kv * r * n_rows);
+      // 1. The cached latents (as ggml's 8-bit blocks for kv_b) and rope keys.
+      const size_t arb = cpu::act_row_bytes(kv_b.type, r);
+      auto* xq = static_cast<uint8_t*>(scratch(0, size_t(n_kv) * arb));
+      auto* pe = static_cast<float*>(scratch(1, size_t(n_kv * dr) * sizeof(float)));
+      for_each_item(*a.par, n_kv, par, [&](int64_t j, int) {
+        auto* lat = static_cast<float*>(scratch(8, size_t(r) * sizeof(float)));
+        vec::to_f32(kv.type, kv.k_row(rn.slot, j), lat, r);
+        cpu::quantize_acts(kv_b.type, lat, r, 1, r, xq + size_t(j) * arb);
+        vec::to_f32(kv.type, kv.v_row(rn.slot, j), pe + j * dr, dr);
+      });
+      //    K_nope | V of every cached token and head: [n_kv][H][d_nope + d_v].
+      auto* kvd = static_cast<float*>(scratch(2, size_t(n_kv * n_rows) * sizeof(float)));
+      const size_t tb = cpu::tiled_acts_bytes(kv_b.type, r, n_kv);
+      auto* tiles = tb ? static_cast<uint8_t*>(scratch(3, tb)) : nullptr;
+      if (tiles) cpu::tile_acts(kv_b.type, xq, r, n_kv, tiles);
+      const int64_t block = 64;
+      for_each_item(*a.par, (n_rows + block - 1) / block, par, [&](int64_t i, int) {
+        const int64_t o0 = i * block, o1 = std::min(n_rows, o0 + block);
+        if (tiles)
+          cpu::matmul_q_tiled(kv_b.type, kv_b.data, kv_b.row_bytes(), r, tiles, n_kv, kvd, n_rows, o0, o1);
+        else
+          cpu::matmul_q(kv_b.type, kv_b.data, kv_b.row_bytes(), r, xq, n_kv, kvd, n_rows, o0, o1);
+      });
+      //    K = [K_nope, k_pe] [n_kv][H][dk] and V [n_kv][H][dv], rounded to F16.
+      auto* K = static_cast<float*>(scratch(4, size_t(n_kv * H * dk) * sizeof(float)));
+      auto* V = static_cast<float*>(scratch(5, size_t(n_kv * H * dv) * sizeof(float)));
+      for_each_item(*a.par, n_kv, par, [&](int64_t j, int) {
+        for (int64_t h = 0; h < H; ++h) {
+          const float* src = kvd + (j * H + h) * per_head;
+          float* kh = K + (j * H + h) * dk;
+          vec::round_f16(src, kh, dn);
+          vec::round_f16(pe + j * dr, kh + dn, dr);
+          vec::round_f16(src + dn, V + (j * H + h) * dv, dv);
+        }
+      });
+      // 2. Attention per (head, block of kTokens tokens).
+      const int64_t n_blocks = (rn.n + kTokens - 1) / kTokens;
+      for_each_item(*a.par, n_blocks * H, par, [&](int64_t item, int) {
+        const int64_t h = item % H, t0 = item / H * kTokens, nt = std::min(kTokens, rn.n - t0);
+        const int64_t seen = rn.pos0 + t0 + nt;  // positions the block's last token sees
+        auto* Qb = static_cast<float*>(scratch(8, size_t(kTokens * (dk + seen)) * sizeof(float)));
+        float* S = Qb + kTokens * dk;  // [nt][seen]
+        for (int64_t t = 0; t < nt; ++t) vec::round_f16(q.row(rn.first + t0 + t) + h * dk, Qb + t * dk, dk);
+        vec::gemm_nt(Qb, dk, K + h * dk, H * dk, S, seen, nt, seen, dk, false);
+        for (int64_t t = 0; t < nt; ++t) {
+          float* st = S + t * seen;
+          const int64_t n_seen = rn.pos0 + t0 + t + 1;  // causal: up to and including itself
+          float m = -INFINITY;
+          for (int64_t j = 0; j < n_seen; ++j) m = std::max(m, st[j] *= kq_scale_);
+          const double inv = 1.0 / double(vec::exp_shift(st, n_seen, m));
+          for (int64_t j = 0; j < n_seen; ++j) st[j] = float(double(st[j]) * inv);
+          vec::round_f16(st, st, n_seen);  // ggml rounds the probabilities for P V
+          std::fill(st + n_seen, st + seen, 0.0f);
+        }
+        float* out = y.row(rn.first + t0) + h * dv;
+        for (int64_t t = 0; t < nt; ++t) std::fill(out + t * y.cols, out + t * y.cols + dv, 0.0f);
+        vec::gemm_nn(S, seen, V + h * dv, H * dv, out, y.cols, nt, dv, seen, nullptr);
+      });
+    }
+  }
+
+ private:
+  static constexpr int64_t kTokens = 16;  // queries a block of scores takes
+  static constexpr int64_t kMinRun = 32;  // fewer queries in a run: the absorbed kernel
+  ref::MlaShape s_;
+  float kq_scale_;
+  MlaAbsorbedFast absorbed_;
+  std::string impl_;
+};
+
 // kv_b, or k_b + v_b, as one float matrix in kv_b's layout.
 std::vector<float> decode_kv_b(const CallSpec& s, const ref::MlaShape& m) {
   const int64_t r = m.kv_lora_rank, per_head = m.d_nope + m.d_v;
@@ -358,10 +466,12 @@ std::unique_ptr<Kernel> make_mla(const CallSpec& s, std::string* error, bool abs
   if (!b.ok()) return nullptr;
   const ref::ActRounding rounding =
       s.rounding == Rounding::GgmlCpu ? ref::ActRounding::GgmlCpu : ref::ActRounding::Exact;
-  // The fast path computes both kernels in the absorbed order: the same
-  // function, and on the CPU the faster order in both phases (decompressing
-  // K and V per cached token only pays off with large matmul units, as a
-  // GPU's prefill has). The reference keeps each form's own order.
+  // Otherwise the fast path computes both kernels in the absorbed order (the
+  // same function up to rounding). The reference keeps each form's own order.
+  // The decompressed form where the file has kv_b and matmul_q takes it
+  // (prefill; MlaDecompressedFast hands decode steps to the absorbed kernel).
+  if (!absorbed && s.weights.size() == 1 && use_fast_matmul(s, s.weights[0].type))
+    return std::make_unique<MlaDecompressedFast>(m, float(scale), s.weights);
   if (s.impl == Impl::Fast) return std::make_unique<MlaAbsorbedFast>(m, float(scale), s.weights);
   return std::make_unique<MlaAttention>(absorbed, m, float(scale), decode_kv_b(s, m), latent_type, rounding);
 }

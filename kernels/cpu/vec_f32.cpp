@@ -17,6 +17,7 @@ float dot(GgmlType type, const void* row, const float* x, int64_t n);
 void axpy(GgmlType type, const void* row, float a, float* y, int64_t n);
 void to_f32(GgmlType type, const void* row, float* dst, int64_t n);
 void silu_mul(const float* gate, const float* up, int64_t n, float* y);
+void round_f16(const float* x, float* y, int64_t n);
 float exp_shift(float* x, int64_t n, float m);
 bool dequant(GgmlType type, const void* row, float* dst, int64_t n);  // dequant_avx512.cpp
 bool dequant_covers(GgmlType type);  // the types dequant decodes
@@ -111,6 +112,11 @@ bool dequant_fast(GgmlType type) {
   if (type == GgmlType::F32) return true;
   if (type == GgmlType::F16 || type == GgmlType::BF16) return use_avx512();
   return use_avx512() && avx512::dequant_covers(type);
+}
+
+void round_f16(const float* x, float* y, int64_t n) {
+  if (use_avx512()) return avx512::round_f16(x, y, n);
+  for (int64_t i = 0; i < n; ++i) y[i] = cpu::fp16_to_f32(cpu::f32_to_fp16(x[i]));
 }
 
 void silu_mul(const float* gate, const float* up, int64_t n, float* y) {

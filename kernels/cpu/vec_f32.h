@@ -41,6 +41,9 @@ void gemm_nn(const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
 // ~2 ulp of the exact exp (the AVX-512 path's polynomial); arguments below
 // -104 give 0 or a denormal, as exp in float does.
 float exp_shift(float* x, int64_t n, float m);
+// y[i] = x[i] rounded to F16 (nearest even, as F16C and float_ref's
+// f32_to_fp16) and back; y may be x.
+void round_f16(const float* x, float* y, int64_t n);
 // y[i] = silu(gate[i]) * up[i] in float (y may be gate): within ~2 ulp of the
 // reference's ref::silu_glu (computed in double), which the portable path is.
 void silu_mul(const float* gate, const float* up, int64_t n, float* y);

@@ -180,6 +180,16 @@ inline __m512 silu_mul16(__m512 g, __m512 u) {
 }
 }  // namespace
 
+void round_f16(const float* x, float* y, int64_t n) {
+  auto r16 = [](__m512 v) { return _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)); };
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, r16(_mm512_loadu_ps(x + i)));
+  if (i < n) {
+    const __mmask16 m = __mmask16((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(y + i, m, r16(_mm512_maskz_loadu_ps(m, x + i)));
+  }
+}
+
 void silu_mul(const float* gate, const float* up, int64_t n, float* y) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16)

@@ -740,5 +740,71 @@ TEST(FastMla, AbsorbedMatchesReferenceOverSeveralSequences) {
   }
 }
 
+// ---- MLA, decompressed (prefill) ---------------------------------------------------
+
+// cpu.mla_attention's fast path where the file has kv_b: K and V decompressed
+// by matmul_q, then attention as llama.cpp's CPU graph rounds it (q, K, V and
+// the probabilities in F16), against the reference over two sequences of 40
+// and 33 tokens (partial blocks of 16 tokens, runs not starting at 0), both
+// cache types and a k-quant and a 32-value kv_b. The bound: K and V come from
+// matmul_q's float sums (the reference sums in double), so a value may round
+// to the other F16 neighbour (2^-11 of it), as may a probability; such flips
+// move a token's output by ~1e-4 of its norm, where a wrong block of scores or
+// a missed causal mask moves it by far more than 1e-2.
+TEST(FastMla, DecompressedMatchesReference) {
+  const int64_t H = 4, dn = 64, dr = 32, dv = 64, n_ctx = 96;
+  for (const auto& [type, r] : {std::pair<GgmlType, int64_t>{GgmlType::Q4_K, 256}, {GgmlType::Q8_0, 64}}) {
+    const Tensor kv_b = random_weight(type, {r, H * (dn + dv)}, 9, "kv_b");
+    for (GgmlType cache_type : {GgmlType::F32, GgmlType::F16}) {
+      const size_t es = type_traits(cache_type).type_size;
+      std::vector<uint8_t> kc(size_t(2 * n_ctx * r) * es), vc(size_t(2 * n_ctx * dr) * es);
+      SplitMix64 rng(13);
+      fill_random_blocks(cache_type, kc.data(), kc.size(), rng, 0.0f, 1.0f);
+      fill_random_blocks(cache_type, vc.data(), vc.size(), rng, 0.0f, 1.0f);
+      KvView kv{KvView::Kind::MlaLatent, cache_type, 2, n_ctx, 1, r, dr, kc.data(), vc.data()};
+      StepData sd;
+      for (int32_t p = 7; p < 47; ++p) sd.pos.push_back(p), sd.slot.push_back(1);
+      for (int32_t p = 20; p < 53; ++p) sd.pos.push_back(p), sd.slot.push_back(0);
+      const int64_t n = int64_t(sd.pos.size());
+      sd.tokens.assign(size_t(n), 1);
+      for (int32_t t = 0; t < n; ++t) sd.outputs.push_back(t);
+      const std::vector<float> q = random_floats(size_t(n * H * (dn + dr)), 17, 2.0f);
+      auto make = [&](Impl impl, const char* kernel) {
+        auto c = std::make_unique<Call>(kernel, impl, Rounding::GgmlCpu);
+        c->spec.weights = {kv_b.view};
+        c->spec.kv = &kv;
+        auto ip = [](const char* key, int64_t v) {
+          Param p;
+          p.key = key;
+          p.i = v;
+          return p;
+        };
+        Param scale;
+        scale.key = "kq_scale";
+        scale.f = 0.125;
+        c->spec.params = {ip("n_heads", H), ip("d_nope", dn), ip("d_rope", dr), ip("d_v", dv), ip("kv_lora_rank", r),
+                          scale};
+        c->add_in(GgmlType::F32, H * (dn + dr), n, q);
+        c->add_out(GgmlType::F32, H * dv, n);
+        EXPECT_TRUE(c->bind()) << c->error;
+        return c;
+      };
+      auto fast = make(Impl::Fast, "cpu.mla_attention"), ref = make(Impl::Reference, "cpu.mla_attention");
+      if (!cpu::matmul_q_supported(type)) GTEST_SKIP();
+      ASSERT_NE(fast->kernel->impl().find("decompressed"), std::string_view::npos) << fast->kernel->impl();
+      fast->run(sd.step(), n);
+      ref->run(sd.step(), n);
+      double worst = 0;
+      for (int64_t t = 0; t < n; ++t) {
+        const double e = rel_l2(fast->out[0].data() + t * H * dv, ref->out[0].data() + t * H * dv, size_t(H * dv));
+        EXPECT_LE(e, 1e-3) << type_name(type) << " cache " << type_name(cache_type) << " token " << t;
+        worst = std::max(worst, e);
+      }
+      std::printf("  decompressed MLA, kv_b %s, cache %s: worst rel_l2 %.2e\n", std::string(type_name(type)).c_str(),
+                  std::string(type_name(cache_type)).c_str(), worst);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kt::kern
