@@ -744,9 +744,9 @@ TEST(FastMla, AbsorbedMatchesReferenceOverSeveralSequences) {
 
 // cpu.mla_attention's fast path where the file has kv_b: K and V decompressed
 // by matmul_q, then attention as llama.cpp's CPU graph rounds it (q, K, V and
-// the probabilities in F16), against the reference over two sequences of 40
-// and 33 tokens (partial blocks of 16 tokens, runs not starting at 0), both
-// cache types and a k-quant and a 32-value kv_b. The bound: K and V come from
+// the probabilities in F16), against the reference over two sequences of 70
+// and 33 tokens (a whole and a partial block of 64 queries, runs not starting
+// at 0), both cache types and a k-quant and a 32-value kv_b. The bound: K and V come from
 // matmul_q's float sums (the reference sums in double), so a value may round
 // to the other F16 neighbour (2^-11 of it), as may a probability; such flips
 // move a token's output by ~1e-4 of its norm, where a wrong block of scores or
@@ -763,7 +763,7 @@ TEST(FastMla, DecompressedMatchesReference) {
       fill_random_blocks(cache_type, vc.data(), vc.size(), rng, 0.0f, 1.0f);
       KvView kv{KvView::Kind::MlaLatent, cache_type, 2, n_ctx, 1, r, dr, kc.data(), vc.data()};
       StepData sd;
-      for (int32_t p = 7; p < 47; ++p) sd.pos.push_back(p), sd.slot.push_back(1);
+      for (int32_t p = 7; p < 77; ++p) sd.pos.push_back(p), sd.slot.push_back(1);
       for (int32_t p = 20; p < 53; ++p) sd.pos.push_back(p), sd.slot.push_back(0);
       const int64_t n = int64_t(sd.pos.size());
       sd.tokens.assign(size_t(n), 1);
