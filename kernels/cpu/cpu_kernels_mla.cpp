@@ -188,27 +188,17 @@ class MlaAbsorbedFast final : public Kernel {
     for (int64_t t = 0; t < n; ++t) work += (a.step->pos[t] + 1) * H * (r + dr);
     const bool par = worth_threads(work + n * H * r * (dn + dv));
     const int64_t n_blocks = (n + kTokens - 1) / kTokens;
-    // A decode step has a block of tokens per head: each head's weight rows are
-    // cut into parts of whole kRows so every thread gets some (q_abs's r rows
-    // of k_b, W_V's d_v rows). The parts compute what one piece does, bit for bit.
-    auto parts_of = [&](int64_t rows) {
-      const int64_t p = std::clamp<int64_t>(2 * threads / (n_blocks * H), 1, std::max<int64_t>(1, rows / kRows));
-      return std::make_pair(p, (rows / p + kRows - 1) / kRows * kRows);  // parts, rows a part
-    };
-    const auto [p1, rows1] = split ? parts_of(r) : std::make_pair(int64_t(1), r);
-    const auto [p3, rows3] = parts_of(dv);
 
-    // 1. q_abs [n][H][r], per (head, block of tokens, piece), kRows weight rows at a time.
+    // 1. q_abs [n][H][r], per (head, block of tokens), kRows weight rows at a time.
     auto* q_abs = static_cast<float*>(scratch(5, size_t(n * H * r) * sizeof(float)));
-    for_each_item(*a.par, n_blocks * H * p1, par, [&](int64_t item, int) {
-      const int64_t piece = item % p1, hb = item / p1;
-      const int64_t h = hb % H, t0 = hb / H * kTokens, nt = std::min(n, t0 + kTokens) - t0;
+    for_each_item(*a.par, n_blocks * H, par, [&](int64_t item, int) {
+      const int64_t h = item % H, t0 = item / H * kTokens, nt = std::min(n, t0 + kTokens) - t0;
       auto* tile = static_cast<float*>(scratch(7, size_t(kRows * std::max(dn, r)) * sizeof(float)));
       const float* q_nope = q.row(t0) + h * (dn + dr);
       float* qa = q_abs + (t0 * H + h) * r;
       if (split) {
         // k_b head h: r rows of d_nope values, row c = column c of W_K_h.
-        for (int64_t c0 = piece * rows1; c0 < std::min(r, (piece + 1) * rows1); c0 += kRows) {
+        for (int64_t c0 = 0; c0 < r; c0 += kRows) {
           const int64_t nr = std::min(kRows, r - c0);
           vec::gemm_nt(q_nope, q.cols, rows_k_.get(w_k, c0, h, nr, tile), dn, qa + c0, H * r, nt, nr, dn, false);
         }
@@ -270,12 +260,9 @@ class MlaAbsorbedFast final : public Kernel {
       }
     });
 
-    // 3. Per (head, block of tokens, piece of W_V's rows): each token's chunks
-    // merged, then W_UV o / l.
-    for_each_item(*a.par, n_blocks * H * p3, par, [&](int64_t item, int) {
-      const int64_t piece = item % p3, hb = item / p3;
-      const int64_t h = hb % H, t0 = hb / H * kTokens, t1 = std::min(n, t0 + kTokens);
-      const int64_t i_begin = piece * rows3, i_end = std::min(dv, i_begin + rows3);
+    // 3. Per (head, block of tokens): each token's chunks merged, then W_UV o / l.
+    for_each_item(*a.par, n_blocks * H, par, [&](int64_t item, int) {
+      const int64_t h = item % H, t0 = item / H * kTokens, t1 = std::min(n, t0 + kTokens);
       auto* o_lat = static_cast<float*>(scratch(7, size_t((kTokens + kRows) * r) * sizeof(float)));  // [kTokens][r]
       float* tile = o_lat + kTokens * r;  // [kRows][r]
       float inv[kTokens];
@@ -297,13 +284,13 @@ class MlaAbsorbedFast final : public Kernel {
       }
       // W_V_h rows: v_b head h, or kv_b rows h * (d_nope + d_v) + d_nope + i.
       float* out = y.row(t0) + h * dv;
-      for (int64_t i0 = i_begin; i0 < i_end; i0 += kRows) {
-        const int64_t nr = std::min(kRows, i_end - i0);
+      for (int64_t i0 = 0; i0 < dv; i0 += kRows) {
+        const int64_t nr = std::min(kRows, dv - i0);
         const float* wr = split ? rows_v_->get(w_v, i0, h, nr, tile) : rows_k_.get(w_v, h * (dn + dv) + dn + i0, 0, nr, tile);
         vec::gemm_nt(o_lat, r, wr, r, out + i0, y.cols, t1 - t0, nr, r, false);
       }
       for (int64_t t = t0; t < t1; ++t)
-        for (int64_t i = i_begin; i < i_end; ++i) out[(t - t0) * y.cols + i] *= inv[t - t0];
+        for (int64_t i = 0; i < dv; ++i) out[(t - t0) * y.cols + i] *= inv[t - t0];
     });
   }
 

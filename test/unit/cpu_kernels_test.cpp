@@ -740,52 +740,6 @@ TEST(FastMla, AbsorbedMatchesReferenceOverSeveralSequences) {
   }
 }
 
-// A decoding token with few heads per thread: each head's k_b rows (q_abs) and
-// W_V rows are cut into pieces over the threads (1 or 2 heads on the test's 2
-// threads: 4 or 2 pieces), against the reference.
-TEST(FastMla, AbsorbedDecodeSplitsHeadRows) {
-  const int64_t dn = 64, dr = 32, dv = 64, r = 256, n_ctx = 48;
-  for (int64_t H : {int64_t(1), int64_t(2)}) {
-    const Tensor k_b = random_weight(GgmlType::Q5_0, {dn, r, H}, 21, "k_b");
-    const Tensor v_b = random_weight(GgmlType::Q6_K, {r, dv, H}, 22, "v_b");
-    std::vector<uint8_t> kc(size_t(n_ctx * r) * 2), vc(size_t(n_ctx * dr) * 2);
-    SplitMix64 rng(23);
-    fill_random_blocks(GgmlType::F16, kc.data(), kc.size(), rng, 0.0f, 1.0f);
-    fill_random_blocks(GgmlType::F16, vc.data(), vc.size(), rng, 0.0f, 1.0f);
-    KvView kv{KvView::Kind::MlaLatent, GgmlType::F16, 1, n_ctx, 1, r, dr, kc.data(), vc.data()};
-    const std::vector<float> q = random_floats(size_t(H * (dn + dr)), 24);
-    auto make = [&](Impl impl) {
-      auto c = std::make_unique<Call>("cpu.mla_attention_absorbed", impl, Rounding::Exact);
-      c->spec.weights = {k_b.view, v_b.view};
-      c->spec.kv = &kv;
-      auto ip = [](const char* key, int64_t v) {
-        Param p;
-        p.key = key;
-        p.i = v;
-        return p;
-      };
-      Param scale;
-      scale.key = "kq_scale";
-      scale.f = 0.125;
-      c->spec.params = {ip("n_heads", H), ip("d_nope", dn), ip("d_rope", dr), ip("d_v", dv), ip("kv_lora_rank", r),
-                        scale};
-      c->add_in(GgmlType::F32, H * (dn + dr), 1, q);
-      c->add_out(GgmlType::F32, H * dv, 1);
-      EXPECT_TRUE(c->bind()) << c->error;
-      return c;
-    };
-    StepData one;
-    one.pos = {40};
-    one.slot = {0};
-    one.tokens = {1};
-    one.outputs = {0};
-    auto fast = make(Impl::Fast), ref = make(Impl::Reference);
-    fast->run(one.step(), 1);
-    ref->run(one.step(), 1);
-    EXPECT_LE(rel_l2(fast->out[0].data(), ref->out[0].data(), size_t(H * dv)), 1e-5) << H << " heads";
-  }
-}
-
 // ---- MLA, decompressed (prefill) ---------------------------------------------------
 
 // cpu.mla_attention's fast path where the file has kv_b: K and V decompressed
