@@ -30,10 +30,9 @@
 #endif
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
-#include <memory>
 
+#include "kernels/cpu/amx_tiles.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/matmul_bf16.h"
 #include "kernels/cpu/quant_blocks.h"
@@ -41,6 +40,9 @@
 
 namespace kt::cpu {
 namespace {
+
+using matmul_detail::amx_thread_buffer;
+using matmul_detail::TileConfig;
 
 constexpr int64_t kTok = 16;  // tokens per tile
 constexpr int kRows = 32;     // weight rows per panel (two A tiles)
@@ -55,21 +57,6 @@ uint16_t u16_at(const uint8_t* p) {
   uint16_t v;
   std::memcpy(&v, p, 2);
   return v;
-}
-
-// This thread's panel and read-back buffer (see matmul_q_amx.cpp on why not
-// work_split.h's scratch).
-void* buffer(size_t bytes) {
-  struct Free {
-    void operator()(uint8_t* p) const { std::free(p); }
-  };
-  thread_local std::unique_ptr<uint8_t, Free> p;
-  thread_local size_t cap = 0;
-  if (bytes > cap) {
-    cap = (bytes + 4095) & ~size_t(4095);
-    p.reset(static_cast<uint8_t*>(std::aligned_alloc(64, cap)));
-  }
-  return p.get();
 }
 
 // ---- rounding to BF16 ------------------------------------------------------------
@@ -205,13 +192,6 @@ void decode_row(GgmlType t, const uint8_t* row, int64_t n, uint16_t* out) {
 // ---- the tiles ----------------------------------------------------------------------
 // C tile 2 * rt + tt multiplies A tile rt (panel rows 16 rt..) by B tile tt.
 // Tiles: 0-3 C, 4-5 A, 6-7 B; all 16 rows of 64 bytes.
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
 
 struct AmxHw {
   static void configure() {
@@ -291,7 +271,7 @@ void run(GgmlType t, const uint8_t* w, uint64_t w_row_bytes, int64_t n, const ui
   const int64_t kp = pad32(n), ps = panel_stride(n), tile_bytes = kp * 32;
   const int64_t n_tiles = (n_batch + kTok - 1) / kTok;
   const size_t panel_bytes = (size_t(kRows * ps) * 2 + 63) / 64 * 64;
-  auto* base = static_cast<uint8_t*>(buffer(panel_bytes + 4 * 256 * sizeof(float)));
+  auto* base = static_cast<uint8_t*>(amx_thread_buffer(panel_bytes + 4 * 256 * sizeof(float)));
   auto* panel = reinterpret_cast<uint16_t*>(base);
   auto* c = reinterpret_cast<float*>(base + panel_bytes);
   T::configure();

@@ -45,8 +45,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <memory>
 
+#include "kernels/cpu/amx_tiles.h"
 #include "kernels/cpu/float_ref.h"
 #include "kernels/cpu/matmul_q.h"
 #include "kernels/cpu/quant_blocks.h"
@@ -58,37 +58,10 @@ constexpr int kTok = 16;  // tokens per tile (C's columns, B's 4-byte groups)
 
 float f16(uint16_t h) { return _cvtsh_ss(h); }  // exact, subnormals included
 
-
-// This thread's buffer for packed activations and accumulators. Not
-// work_split.h's scratch: an inline function of a header compiled in this file
-// (with AMX and AVX-512 enabled) could be the copy the linker keeps for every
-// caller.
-void* buffer(size_t bytes) {
-  struct Free {
-    void operator()(uint8_t* p) const { std::free(p); }
-  };
-  thread_local std::unique_ptr<uint8_t, Free> p;
-  thread_local size_t cap = 0;
-  if (bytes > cap) {
-    cap = (bytes + 4095) & ~size_t(4095);
-    p.reset(static_cast<uint8_t*>(std::aligned_alloc(64, cap)));
-  }
-  return p.get();
-}
-
 // ---- tile configuration and the two backends -----------------------------------
 // Tiles: 0..3 C (16 x 16 int32, four so that a sub-block's product runs while
 // an earlier one is scaled); 4, 5 A (16 weight rows x SUB bytes); 6, 7 B
 // (SUB / 4 rows x 64 bytes). C tile c multiplies A 4 + c % 2 by B 6 + c % 2.
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-static_assert(sizeof(TileConfig) == 64);
-
 TileConfig tile_config(int sub) {
   TileConfig c;
   for (int t : {0, 1, 2, 3}) c.rows[t] = 16, c.colsb[t] = 64;
@@ -492,7 +465,7 @@ void run(GgmlType t, const uint8_t* w, uint64_t w_row_bytes, int64_t n, const ui
   const int64_t max_tiles = std::min<int64_t>(kGroupTiles, (n_batch + kTok - 1) / kTok);
   static_assert(sizeof(Panel) % 64 == 0);
   const size_t packed_bytes = tiles ? 0 : size_t(max_tiles) * tb;
-  auto* packed = static_cast<uint8_t*>(buffer(packed_bytes + size_t(max_tiles) * 1024 + sizeof(Panel)));
+  auto* packed = static_cast<uint8_t*>(amx_thread_buffer(packed_bytes + size_t(max_tiles) * 1024 + sizeof(Panel)));
   auto* acc = reinterpret_cast<float*>(packed + packed_bytes);
   auto* panel = reinterpret_cast<Panel*>(acc + max_tiles * 256);
   T::configure(tile_config(sub_values(t)));

@@ -440,21 +440,12 @@ TEST(CudaBench, E_DecodeLayerKernels) {
   matmul("matmul o, Q4_K 2048 -> 2048", GgmlType::Q4_K, 2048, 2048);
   matmul("matmul shared gate/up, Q4_K 2048 -> 2816", GgmlType::Q4_K, 2048, 2816);
   matmul("matmul shared down, Q6_K 2816 -> 2048", GgmlType::Q6_K, 2816, 2048);
-  {
+  for (const auto& [op, n] : {std::pair<const char*, int64_t>{"add", 2048}, {"silu_mul", 2816}}) {
     Call c;
-    c.op = "add";
-    c.in.push_back(Buf::f32(2048, 1, random_floats(2048, rng)));
-    c.in.push_back(Buf::f32(2048, 1, random_floats(2048, rng)));
-    c.out.push_back(Buf::f32(2048, 1));
-    row("add 2048", c);
-  }
-  {
-    Call c;
-    c.op = "silu_mul";
-    c.in.push_back(Buf::f32(2816, 1, random_floats(2816, rng)));
-    c.in.push_back(Buf::f32(2816, 1, random_floats(2816, rng)));
-    c.out.push_back(Buf::f32(2816, 1));
-    row("silu_mul 2816", c);
+    c.op = op;
+    for (int i = 0; i < 2; ++i) c.in.push_back(Buf::f32(n, 1, random_floats(size_t(n), rng)));
+    c.out.push_back(Buf::f32(n, 1));
+    row((std::string(op) + " " + std::to_string(n)).c_str(), c);
   }
   {
     Call c;

@@ -652,6 +652,33 @@ TEST(MoeGate, ExpertBlocksGiveWhatTokensGive) {
 
 // ---- MLA, absorbed ---------------------------------------------------------------
 
+struct MlaDims {
+  int64_t H, dn, dr, dv, r;
+};
+
+// A bound MLA call (kq_scale 0.125) over n query rows q and the cache kv.
+std::unique_ptr<Call> mla_call(const char* kernel, Impl impl, Rounding rounding, const std::vector<WeightView>& w,
+                               const KvView* kv, const MlaDims& d, const std::vector<float>& q, int64_t n) {
+  auto c = std::make_unique<Call>(kernel, impl, rounding);
+  c->spec.weights = w;
+  c->spec.kv = kv;
+  auto ip = [](const char* key, int64_t v) {
+    Param p;
+    p.key = key;
+    p.i = v;
+    return p;
+  };
+  Param scale;
+  scale.key = "kq_scale";
+  scale.f = 0.125;
+  c->spec.params = {ip("n_heads", d.H), ip("d_nope", d.dn), ip("d_rope", d.dr), ip("d_v", d.dv),
+                    ip("kv_lora_rank", d.r), scale};
+  c->add_in(GgmlType::F32, d.H * (d.dn + d.dr), n, q);
+  c->add_out(GgmlType::F32, d.H * d.dv, n);
+  EXPECT_TRUE(c->bind()) << c->error;
+  return c;
+}
+
 // The weights as files store them: kv_b, or k_b + v_b (newer conversions),
 // legacy and k-quant types; the fast path decodes their rows on the fly.
 // Slot 1 takes a 20-token chunk of a prompt (two blocks of the fast path's 16
@@ -698,25 +725,10 @@ TEST(FastMla, AbsorbedMatchesReferenceOverSeveralSequences) {
       sd.tokens.assign(size_t(n), 1);
       for (int32_t t = 0; t < n; ++t) sd.outputs.push_back(t);
       const std::vector<float> q = random_floats(size_t(n * H * (dn + dr)), 17);
+      std::vector<WeightView> views;
+      for (const Tensor& t : w) views.push_back(t.view);
       auto make = [&](Impl impl) {
-        auto c = std::make_unique<Call>("cpu.mla_attention_absorbed", impl, Rounding::Exact);
-        for (const Tensor& t : w) c->spec.weights.push_back(t.view);
-        c->spec.kv = &kv;
-        auto ip = [](const char* key, int64_t v) {
-          Param p;
-          p.key = key;
-          p.i = v;
-          return p;
-        };
-        Param scale;
-        scale.key = "kq_scale";
-        scale.f = 0.125;
-        c->spec.params = {ip("n_heads", H), ip("d_nope", dn), ip("d_rope", dr), ip("d_v", dv), ip("kv_lora_rank", r),
-                          scale};
-        c->add_in(GgmlType::F32, H * (dn + dr), n, q);
-        c->add_out(GgmlType::F32, H * dv, n);
-        EXPECT_TRUE(c->bind()) << c->error;
-        return c;
+        return mla_call("cpu.mla_attention_absorbed", impl, Rounding::Exact, views, &kv, {H, dn, dr, dv, r}, q, n);
       };
       auto fast = make(Impl::Fast), ref = make(Impl::Reference);
       ASSERT_NE(fast->kernel->impl(), "reference");
@@ -769,27 +781,10 @@ TEST(FastMla, DecompressedMatchesReference) {
       sd.tokens.assign(size_t(n), 1);
       for (int32_t t = 0; t < n; ++t) sd.outputs.push_back(t);
       const std::vector<float> q = random_floats(size_t(n * H * (dn + dr)), 17, 2.0f);
-      auto make = [&](Impl impl, const char* kernel) {
-        auto c = std::make_unique<Call>(kernel, impl, Rounding::GgmlCpu);
-        c->spec.weights = {kv_b.view};
-        c->spec.kv = &kv;
-        auto ip = [](const char* key, int64_t v) {
-          Param p;
-          p.key = key;
-          p.i = v;
-          return p;
-        };
-        Param scale;
-        scale.key = "kq_scale";
-        scale.f = 0.125;
-        c->spec.params = {ip("n_heads", H), ip("d_nope", dn), ip("d_rope", dr), ip("d_v", dv), ip("kv_lora_rank", r),
-                          scale};
-        c->add_in(GgmlType::F32, H * (dn + dr), n, q);
-        c->add_out(GgmlType::F32, H * dv, n);
-        EXPECT_TRUE(c->bind()) << c->error;
-        return c;
+      auto make = [&](Impl impl) {
+        return mla_call("cpu.mla_attention", impl, Rounding::GgmlCpu, {kv_b.view}, &kv, {H, dn, dr, dv, r}, q, n);
       };
-      auto fast = make(Impl::Fast, "cpu.mla_attention"), ref = make(Impl::Reference, "cpu.mla_attention");
+      auto fast = make(Impl::Fast), ref = make(Impl::Reference);
       if (!cpu::matmul_q_supported(type)) GTEST_SKIP();
       ASSERT_NE(fast->kernel->impl().find("decompressed"), std::string_view::npos) << fast->kernel->impl();
       fast->run(sd.step(), n);

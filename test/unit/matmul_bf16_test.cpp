@@ -23,6 +23,7 @@
 #include "kernels/cpu/ops_ref.h"
 #include "kernels/random_blocks.h"
 #include "kernels/type_traits.h"
+#include "test/unit/quant_test_inputs.h"
 
 namespace {
 
@@ -30,6 +31,8 @@ using kt::GgmlType;
 using kt::SplitMix64;
 using namespace kt::cpu;
 namespace ref = kt::cpu::ref;
+using kt::test::random_acts;
+using kt::test::random_weights;
 
 constexpr double kRelTol = 2e-4;
 constexpr double kAbsTol = 1e-6;
@@ -38,27 +41,6 @@ const GgmlType kTypes[] = {GgmlType::Q4_K, GgmlType::Q5_0, GgmlType::Q8_0, GgmlT
                            GgmlType::Q5_K, GgmlType::Q4_0, GgmlType::BF16, GgmlType::F16,  GgmlType::F32};
 
 std::string type_str(GgmlType t) { return std::string(kt::type_name(t)); }
-
-// Activations of both signs, magnitudes 2^-6..2^6 changing every 32 values.
-std::vector<float> random_acts(int64_t rows, int64_t n, uint64_t seed) {
-  SplitMix64 rng(seed);
-  std::vector<float> x(size_t(rows * n));
-  for (int64_t r = 0; r < rows; ++r) {
-    float scale = 1.0f;
-    for (int64_t i = 0; i < n; ++i) {
-      if (i % 32 == 0) scale = std::ldexp(1.0f, int(rng.next() % 13) - 6);
-      x[size_t(r * n + i)] = (rng.next() & 1 ? scale : -scale) * (0.05f + 0.95f * rng.uniform());
-    }
-  }
-  return x;
-}
-
-std::vector<uint8_t> random_weights(GgmlType t, int64_t n_out, int64_t n_in, uint64_t seed) {
-  std::vector<uint8_t> w(size_t(kt::type_traits(t).row_bytes(n_in) * uint64_t(n_out)));
-  SplitMix64 rng(seed);
-  kt::fill_random_blocks(t, w.data(), w.size(), rng);
-  return w;
-}
 
 // A 64-byte aligned buffer.
 struct Aligned {
@@ -92,7 +74,7 @@ TEST_P(MatmulBf16, MatchesReference) {
     const int64_t n_out = 37, n_batch_max = 50;
     const uint64_t seed = uint64_t(t) * 7919u + uint64_t(n_in);
     const std::vector<uint8_t> w = random_weights(t, n_out, n_in, seed);
-    const std::vector<float> x = random_acts(n_batch_max, n_in, seed + 1);
+    const std::vector<float> x = random_acts(n_batch_max, n_in, n_in, seed + 1);
     std::vector<float> yref(size_t(n_batch_max * n_out));
     ref::matmul(t, w.data(), n_in, n_out, x.data(), n_batch_max, yref.data(), ref::ActRounding::Bf16);
     // sum |w x| per output, rounded as the kernel sees them.
@@ -172,7 +154,7 @@ INSTANTIATE_TEST_SUITE_P(Types, MatmulBf16, testing::ValuesIn(kTypes),
 TEST(MatmulBf16Acts, RoundToNearestEven) {
   if (!matmul_bf16_available(GgmlType::F32)) GTEST_SKIP() << "no AVX-512 here";
   const int64_t n = 64;
-  std::vector<float> x = random_acts(3, n, 5);
+  std::vector<float> x = random_acts(3, n, n, 5);
   // Values halfway between two BF16s: ties go to the even one.
   uint32_t tie = 0x3F808000u;  // 1.00390625: between 1.0 (0x3F80) and 0x3F81
   std::memcpy(&x[7], &tie, 4);

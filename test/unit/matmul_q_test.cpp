@@ -34,6 +34,7 @@
 #include "kernels/cpu/ops_ref.h"
 #include "kernels/random_blocks.h"
 #include "kernels/type_traits.h"
+#include "test/unit/quant_test_inputs.h"
 
 namespace {
 
@@ -41,6 +42,8 @@ using kt::GgmlType;
 using kt::SplitMix64;
 using namespace kt::cpu;
 namespace ref = kt::cpu::ref;
+using kt::test::random_acts;
+using kt::test::random_weights;
 
 constexpr double kRelTol = 1e-5;
 constexpr double kAbsTol = 1e-6;
@@ -60,29 +63,6 @@ class IsaScope {
  private:
   Isa saved_;
 };
-
-// Non-zero activations of both signs with magnitudes that change from block to
-// block (2^-6..2^6), so per-block scales differ; row r at x + r * stride.
-std::vector<float> random_acts(int64_t rows, int64_t n, int64_t stride, uint64_t seed) {
-  SplitMix64 rng(seed);
-  std::vector<float> x(size_t(rows * stride), 0.0f);
-  for (int64_t r = 0; r < rows; ++r) {
-    float scale = 1.0f;
-    for (int64_t i = 0; i < n; ++i) {
-      if (i % 32 == 0) scale = std::ldexp(1.0f, int(rng.next() % 13) - 6);
-      const float mag = 0.05f + 0.95f * rng.uniform();
-      x[size_t(r * stride + i)] = (rng.next() & 1 ? scale : -scale) * mag;
-    }
-  }
-  return x;
-}
-
-std::vector<uint8_t> random_weights(GgmlType t, int64_t n_out, int64_t n_in, uint64_t seed) {
-  std::vector<uint8_t> w(size_t(kt::type_traits(t).row_bytes(n_in) * uint64_t(n_out)));
-  SplitMix64 rng(seed);
-  kt::fill_random_blocks(t, w.data(), w.size(), rng);
-  return w;
-}
 
 // sum_i |w_i x_i| per output, with x rounded as the kernels see it.
 std::vector<double> magnitudes(GgmlType t, const std::vector<uint8_t>& w, int64_t n_out, int64_t n_in,
