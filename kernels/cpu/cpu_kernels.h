@@ -8,6 +8,7 @@
 #pragma once
 
 #include <span>
+#include <string>
 
 #include "kernels/registry.h"
 
@@ -33,7 +34,11 @@ std::unique_ptr<Kernel> make_cpu_moe_gate(const CallSpec&, std::string*);
 std::unique_ptr<Kernel> make_cpu_moe_experts(const CallSpec&, std::string*);
 
 // Whether a product with weights of `type` may take the fast path
-// (kernels/cpu/matmul_q.h): it computes the reference's GgmlCpu numbers.
+// (kernels/cpu/matmul_q.h): it computes the reference's GgmlCpu numbers, and
+// where the call's `bf16_rows` asks for BF16 steps, matmul_bf16 runs here too.
 bool use_fast_matmul(const CallSpec& s, GgmlType type);
+// The fast path's kernel name for `type` (Kernel::impl): matmul_q's, then
+// matmul_bf16's after a '+' where bf16_rows > 0.
+std::string fast_matmul_impl(GgmlType type, int64_t bf16_rows);
 
 }  // namespace kt::kern

@@ -34,6 +34,12 @@ ref::ActRounding act_rounding(Rounding r) {
   return r == Rounding::GgmlCpu ? ref::ActRounding::GgmlCpu : ref::ActRounding::Exact;
 }
 
+// y[r][o] += bias[o] for rows [0, rows) and o in [o0, o1).
+void add_bias(const Act& y, const float* bias, int64_t rows, int64_t o0, int64_t o1) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t o = o0; o < o1; ++o) y.row(r)[o] += bias[o];
+}
+
 class MatmulRef final : public Kernel {
  public:
   MatmulRef(ref::ActRounding rounding, int64_t bf16_rows) : rounding_(rounding), bf16_rows_(bf16_rows) {}
@@ -45,9 +51,7 @@ class MatmulRef final : public Kernel {
     const int64_t n_in = w.ne[0], n_out = w.ne[1];
     if (bf16_rows_ > 0 && x.rows >= bf16_rows_) {
       ref::matmul(w.type, w.data, n_in, n_out, x.row(0), x.rows, y.f32(), ref::ActRounding::Bf16);
-      if (bias)
-        for (int64_t r = 0; r < x.rows; ++r)
-          for (int64_t o = 0; o < n_out; ++o) y.row(r)[o] += bias[o];
+      if (bias) add_bias(y, bias, x.rows, 0, n_out);
       return;
     }
     xr_.resize(size_t(x.rows * n_in));
@@ -76,9 +80,7 @@ class MatmulRef final : public Kernel {
 
 class MatmulFast final : public Kernel {
  public:
-  MatmulFast(GgmlType type, int64_t bf16_rows)
-      : impl_(std::string(cpu::matmul_q_impl(type)) + (bf16_rows > 0 ? std::string("+") + cpu::matmul_bf16_impl() : "")),
-        bf16_rows_(bf16_rows) {}
+  MatmulFast(GgmlType type, int64_t bf16_rows) : impl_(fast_matmul_impl(type, bf16_rows)), bf16_rows_(bf16_rows) {}
   std::string_view impl() const override { return impl_; }
 
   void run(const CallArgs& a) override {
@@ -99,9 +101,7 @@ class MatmulFast final : public Kernel {
     for_each_item(*a.par, n_blocks, par, [&](int64_t i, int) {
       const int64_t o0 = i * block, o1 = std::min(n_out, o0 + block);
       cpu::matmul_q(w.type, w.data, w.row_bytes(), n_in, xq, rows, y.f32(), n_out, o0, o1);
-      if (bias)
-        for (int64_t r = 0; r < rows; ++r)
-          for (int64_t o = o0; o < o1; ++o) y.row(r)[o] += bias[o];
+      if (bias) add_bias(y, bias, rows, o0, o1);
     });
   }
 
@@ -122,9 +122,7 @@ class MatmulFast final : public Kernel {
     for_each_item(*a.par, (n_out + block - 1) / block, par, [&](int64_t i, int) {
       const int64_t o0 = i * block, o1 = std::min(n_out, o0 + block);
       cpu::matmul_bf16(w.type, w.data, w.row_bytes(), n_in, acts, rows, y.f32(), n_out, o0, o1);
-      if (bias)
-        for (int64_t r = 0; r < rows; ++r)
-          for (int64_t o = o0; o < o1; ++o) y.row(r)[o] += bias[o];
+      if (bias) add_bias(y, bias, rows, o0, o1);
     });
   }
 
@@ -135,9 +133,18 @@ class MatmulFast final : public Kernel {
 }  // namespace
 
 // The fast path applies where it computes the reference's numbers: GgmlCpu
-// rounding, a type matmul_q takes, and a call not asking for the reference.
+// rounding, a type matmul_q takes, a call not asking for the reference, and
+// where the call has BF16 steps (bf16_rows > 0), a CPU matmul_bf16 runs on.
 bool use_fast_matmul(const CallSpec& s, GgmlType type) {
-  return s.impl == Impl::Fast && s.rounding == Rounding::GgmlCpu && cpu::matmul_q_supported(type);
+  const Param* bf16 = s.find("bf16_rows");
+  return s.impl == Impl::Fast && s.rounding == Rounding::GgmlCpu && cpu::matmul_q_supported(type) &&
+         (!bf16 || bf16->i <= 0 || cpu::matmul_bf16_available(type));
+}
+
+std::string fast_matmul_impl(GgmlType type, int64_t bf16_rows) {
+  std::string s = cpu::matmul_q_impl(type);
+  if (bf16_rows > 0) s += std::string("+") + cpu::matmul_bf16_impl();
+  return s;
 }
 
 std::unique_ptr<Kernel> make_cpu_matmul(const CallSpec& s, std::string* error) {
@@ -153,8 +160,7 @@ std::unique_ptr<Kernel> make_cpu_matmul(const CallSpec& s, std::string* error) {
   }
   const int64_t bf16_rows = b.i("bf16_rows", 0);
   if (!b.check(bf16_rows >= 0, "bf16_rows must be >= 0")) return nullptr;
-  if (use_fast_matmul(s, w.type) && (bf16_rows == 0 || cpu::matmul_bf16_available(w.type)))
-    return b.done(std::make_unique<MatmulFast>(w.type, bf16_rows));
+  if (use_fast_matmul(s, w.type)) return b.done(std::make_unique<MatmulFast>(w.type, bf16_rows));
   return b.done(std::make_unique<MatmulRef>(act_rounding(s.rounding), bf16_rows));
 }
 

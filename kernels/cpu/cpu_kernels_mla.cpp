@@ -469,12 +469,12 @@ std::unique_ptr<Kernel> make_mla(const CallSpec& s, std::string* error, bool abs
   if (!b.ok()) return nullptr;
   const ref::ActRounding rounding =
       s.rounding == Rounding::GgmlCpu ? ref::ActRounding::GgmlCpu : ref::ActRounding::Exact;
-  // Otherwise the fast path computes both kernels in the absorbed order (the
-  // same function up to rounding). The reference keeps each form's own order.
   // The decompressed form where the file has kv_b and matmul_q takes it
   // (prefill; MlaDecompressedFast hands decode steps to the absorbed kernel).
   if (!absorbed && s.weights.size() == 1 && use_fast_matmul(s, s.weights[0].type))
     return std::make_unique<MlaDecompressedFast>(m, float(scale), s.weights);
+  // Otherwise the fast path computes both kernels in the absorbed order (the
+  // same function up to rounding). The reference keeps each form's own order.
   if (s.impl == Impl::Fast) return std::make_unique<MlaAbsorbedFast>(m, float(scale), s.weights);
   return std::make_unique<MlaAttention>(absorbed, m, float(scale), decode_kv_b(s, m), latent_type, rounding);
 }

@@ -175,9 +175,7 @@ class MoeExperts final : public Kernel {
 class MoeExpertsFast final : public Kernel {
  public:
   MoeExpertsFast(GgmlType gate, GgmlType up, GgmlType down, ExpertSlots slots, int64_t bf16_rows)
-      : impl_(std::string(cpu::matmul_q_impl(gate)) + (bf16_rows > 0 ? std::string("+") + cpu::matmul_bf16_impl() : "")),
-        slots_(std::move(slots)),
-        bf16_rows_(bf16_rows) {
+      : impl_(fast_matmul_impl(gate, bf16_rows)), slots_(std::move(slots)), bf16_rows_(bf16_rows) {
     same_act_ = cpu::act_row_bytes(gate, 256) == cpu::act_row_bytes(up, 256) && gate == up;
   }
   std::string_view impl() const override { return impl_; }
@@ -405,9 +403,7 @@ std::unique_ptr<Kernel> make_cpu_moe_experts(const CallSpec& s, std::string* err
   const GgmlType tg = s.weights[0].type, tu = s.weights[1].type, td = s.weights[2].type;
   const int64_t bf16_rows = b.i("bf16_rows", 0);
   if (!b.check(bf16_rows >= 0, "bf16_rows must be >= 0")) return nullptr;
-  const bool bf16_ok = bf16_rows == 0 || (cpu::matmul_bf16_available(tg) && cpu::matmul_bf16_available(tu) &&
-                                          cpu::matmul_bf16_available(td));
-  if (use_fast_matmul(s, tg) && use_fast_matmul(s, tu) && use_fast_matmul(s, td) && bf16_ok)
+  if (use_fast_matmul(s, tg) && use_fast_matmul(s, tu) && use_fast_matmul(s, td))
     return b.done(std::make_unique<MoeExpertsFast>(tg, tu, td, std::move(slots), bf16_rows));
   return b.done(std::make_unique<MoeExperts>(act_rounding(s.rounding), std::move(slots), bf16_rows));
 }

@@ -76,6 +76,13 @@ template <bool kNe>
   if constexpr (kNe) return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(b, a));
   return _mm512_permutex2var_epi16(rne_hi(a), _mm512_load_si512(kUpperHalves), rne_hi(b));
 }
+// The floats p[0, min(32, left)) (zeros past them) as 32 BF16 values.
+template <bool kNe>
+[[gnu::always_inline]] inline __m512i bf16x32_from(const float* p, int64_t left) {
+  const __mmask16 m0 = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
+  const __mmask16 m1 = left >= 32 ? __mmask16(0xFFFF) : left > 16 ? __mmask16((1u << (left - 16)) - 1) : 0;
+  return bf16x32<kNe>(_mm512_maskz_loadu_ps(m0, p), _mm512_maskz_loadu_ps(m1, p + 16));
+}
 void store32(uint16_t* p, __m512i v) { _mm512_storeu_si512(p, v); }
 
 // ---- decoding one row into the panel -----------------------------------------------
@@ -168,14 +175,8 @@ void decode_floats(GgmlType t, const uint8_t* row, int64_t n, uint16_t* out) {
   for (int64_t k0 = 0; k0 < n; k0 += step) {
     const int64_t len = std::min(step, n - k0);
     kern::vec::dequant(t, row + (k0 / tt.block_size) * tt.type_size, tmp, len);
-    for (int64_t k = 0; k < len; k += 32) {
-      const int64_t left = len - k;
-      const __mmask16 m0 = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
-      const __mmask16 m1 = left >= 32 ? __mmask16(0xFFFF) : left > 16 ? __mmask16((1u << (left - 16)) - 1) : 0;
-      const __m512i v = bf16x32<kNe>(_mm512_maskz_loadu_ps(m0, tmp + k), _mm512_maskz_loadu_ps(m1, tmp + k + 16));
-      const int64_t words = std::min<int64_t>(32, left);
-      _mm512_mask_storeu_epi16(out + k0 + k, words == 32 ? ~__mmask32(0) : __mmask32((1u << words) - 1), v);
-    }
+    // Whole groups of 32 (k0 is a multiple of 256): the last one's zeros pad the row.
+    for (int64_t k = 0; k < len; k += 32) store32(out + k0 + k, bf16x32_from<kNe>(tmp + k, len - k));
   }
 }
 
@@ -185,8 +186,7 @@ void decode_row(GgmlType t, const uint8_t* row, int64_t n, uint16_t* out) {
   if (t == GgmlType::Q4_K) decode_q4_k<kNe>(row, n, out);
   else if (t == GgmlType::Q5_0) decode_q5_0<kNe>(row, n, out);
   else if (t == GgmlType::Q8_0) decode_q8_0<kNe>(row, n, out);
-  else decode_floats<kNe>(t, row, n, out);
-  std::fill(out + n, out + pad32(n), uint16_t(0));
+  else decode_floats<kNe>(t, row, n, out);  // the table decoders' types come in whole groups of 32
 }
 
 // ---- the tiles ----------------------------------------------------------------------
@@ -320,9 +320,7 @@ void bf16_pack(const float* x, int64_t x_stride, int64_t n, int64_t n_batch, voi
       const float* row = x + (t0 + j) * x_stride;
       for (int64_t k = 0; k < n; k += 32) {
         const int64_t left = n - k;
-        const __mmask16 m0 = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
-        const __mmask16 m1 = left >= 32 ? __mmask16(0xFFFF) : left > 16 ? __mmask16((1u << (left - 16)) - 1) : 0;
-        const __m512i v = bf16x32<false>(_mm512_maskz_loadu_ps(m0, row + k), _mm512_maskz_loadu_ps(m1, row + k + 16));
+        const __m512i v = bf16x32_from<false>(row + k, left);
         const __mmask16 pairs = left >= 32 ? __mmask16(0xFFFF) : __mmask16((1u << ((left + 1) / 2)) - 1);
         _mm512_mask_i32scatter_epi32(tile + k * 32 + 4 * j, pairs, apart, v, 1);
       }

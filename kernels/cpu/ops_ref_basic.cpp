@@ -167,7 +167,7 @@ void matmul(GgmlType type, const void* w, int64_t n_in, int64_t n_out, const flo
     for (int64_t o = 0; o < n_out; ++o) {
       float* r = wr.data() + o * n_in;
       t.dequant_row(base + uint64_t(o) * row_bytes, r, n_in);
-      for (int64_t i = 0; i < n_in; ++i) r[i] = bf16_to_f32(f32_to_bf16(r[i]));
+      round_activations(type, ActRounding::Bf16, r, n_in, r);  // BF16 rounds any row alike
     }
     for (int64_t b = 0; b < n_batch; ++b) {
       round_activations(type, rounding, x + b * n_in, n_in, xr.data());
