@@ -313,8 +313,8 @@ __global__ void __launch_bounds__(kThreads, 1) attn_split(AttnArgs a) {
   }
 }
 
-// One block per (token, head): merges the splits' (max, sum, acc), the splits
-// spread over the block's threads.
+// Block (token x head, y): merges the splits' (max, sum, acc) for a share of
+// the head's values; every block of the head weighs the splits itself.
 __global__ void __launch_bounds__(128) attn_combine(const float* __restrict__ partial, int n_split, int dv,
                                                     int n_heads, float* __restrict__ out, int64_t out_stride,
                                                     int64_t out_head_stride) {
@@ -341,9 +341,11 @@ __global__ void __launch_bounds__(128) attn_combine(const float* __restrict__ pa
   l = block_sum(l, red);  // also makes w visible to every thread
   const float inv = l > 0.0f ? 1.0f / l : 0.0f;
   float* o = out + t * out_stride + h * out_head_stride;
-  for (int c = threadIdx.x; c < dv; c += blockDim.x) {
+  // Block y: values [128 y, 128 y + 128), one a thread (a decode head is one
+  // block row: its splits' loads for a value all in flight at once).
+  for (int c = blockIdx.y * blockDim.x + threadIdx.x; c < dv; c += gridDim.y * blockDim.x) {
     float acc = 0.0f;
-#pragma unroll 8
+#pragma unroll 16
     for (int s = 0; s < n_split; ++s) acc = fmaf(w[s], base[s * stride + 2 + c], acc);
     o[c] = acc * inv;
   }
@@ -425,7 +427,8 @@ void launch_attention(const AttnArgs& a, GgmlType cache_type, bool mla, int64_t 
     launch_typed<float>(a, mla, n_tokens, s);
   check_launch(mla ? "cuda mla attention" : "cuda.attention", stream);
   if (a.n_split > 1) {
-    attn_combine<<<unsigned(n_tokens * a.n_heads), 128, size_t(a.n_split) * 4, s>>>(
+    const dim3 grid(unsigned(n_tokens * a.n_heads), unsigned(std::min<int64_t>(ceil_div(a.dv, 128), 8)));
+    attn_combine<<<grid, 128, size_t(a.n_split) * 4, s>>>(
         a.partial, a.n_split, a.dv, a.n_heads, a.out, a.out_stride, a.out_head_stride);
     check_launch("cuda attention (combine)", stream);
   }

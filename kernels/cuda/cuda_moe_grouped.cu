@@ -302,7 +302,8 @@ class CudaMoeGrouped final : public Kernel {
       cudaEventRecord(lane_done_[l], lane_[l]);
       cudaStreamWaitEvent(q, lane_done_[l], 0);
     }
-    cuda::combine_experts<<<unsigned(n), 256, 0, q>>>(ypairs, wts.f32(), int(nu), s_.n_embd, y.f32());
+    cuda::combine_experts<<<cuda::combine_grid(s_.n_embd, n), 256, 0, q>>>(ypairs, wts.f32(), int(nu), s_.n_embd,
+                                                                             y.f32());
     cuda::check_launch("cuda.moe_experts (grouped)", a.queue);
   }
 

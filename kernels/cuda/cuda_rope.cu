@@ -92,7 +92,12 @@ __global__ void kv_store_kernel(const float* __restrict__ k, const float* __rest
 }
 
 // Block t: rms_norm(kv_a[t][0, r)) * norm into the latent cache, rope(kv_a[t][r,
-// r + dr)) into the rope-key cache, at (slot[t], pos[t]).
+// r + dr)) into the rope-key cache, at (slot[t], pos[t]). A decode token is one
+// block, so its time is a chain of latencies: every load is issued before the
+// first sum (the latent values and norm weights in registers, up to kStoreRegs
+// a thread; the rope part into shared memory), and the rope's pairs rotate
+// while the latent row is stored.
+constexpr int kStoreRegs = 4;
 template <class E>
 __global__ void __launch_bounds__(256) mla_store_kernel(const float* __restrict__ x, int64_t cols, int64_t r,
                                                          int64_t dr, const float* __restrict__ norm, float eps,
@@ -104,15 +109,37 @@ __global__ void __launch_bounds__(256) mla_store_kernel(const float* __restrict_
   const int64_t t = blockIdx.x;
   const float* row = x + t * cols;
   const int64_t cache_row = int64_t(slot[t]) * n_ctx + pos[t];
-  double ss = 0.0;
-  for (int64_t i = threadIdx.x; i < r; i += blockDim.x) ss += double(row[i]) * double(row[i]);
-  ss = block_sum(ss, red);
-  const double inv = 1.0 / sqrt(ss / double(r) + double(eps));
-  for (int64_t i = threadIdx.x; i < r; i += blockDim.x)
-    store_as(lat + cache_row * r + i, float(double(row[i]) * inv * double(norm[i])));
+  const int32_t p = pos[t];
   for (int64_t i = threadIdx.x; i < dr; i += blockDim.x) pe_s[i] = row[r + i];
-  __syncthreads();
-  for (int i = threadIdx.x; i < ra.n_dims / 2; i += blockDim.x) rope_pair(ra, pos[t], i, pe_s);
+  const int64_t step = blockDim.x;
+  if (r <= kStoreRegs * step) {
+    float v[kStoreRegs], nv[kStoreRegs];
+#pragma unroll
+    for (int k = 0; k < kStoreRegs; ++k) {
+      const int64_t i = threadIdx.x + k * step;
+      v[k] = i < r ? row[i] : 0.0f;
+      nv[k] = i < r ? norm[i] : 0.0f;
+    }
+    double ss = 0.0;
+#pragma unroll
+    for (int k = 0; k < kStoreRegs; ++k) ss += double(v[k]) * double(v[k]);
+    ss = block_sum(ss, red);  // its barrier also makes pe_s visible
+    for (int i = threadIdx.x; i < ra.n_dims / 2; i += blockDim.x) rope_pair(ra, p, i, pe_s);
+    const double inv = 1.0 / sqrt(ss / double(r) + double(eps));
+#pragma unroll
+    for (int k = 0; k < kStoreRegs; ++k) {
+      const int64_t i = threadIdx.x + k * step;
+      if (i < r) store_as(lat + cache_row * r + i, float(double(v[k]) * inv * double(nv[k])));
+    }
+  } else {
+    double ss = 0.0;
+    for (int64_t i = threadIdx.x; i < r; i += step) ss += double(row[i]) * double(row[i]);
+    ss = block_sum(ss, red);
+    for (int i = threadIdx.x; i < ra.n_dims / 2; i += blockDim.x) rope_pair(ra, p, i, pe_s);
+    const double inv = 1.0 / sqrt(ss / double(r) + double(eps));
+    for (int64_t i = threadIdx.x; i < r; i += step)
+      store_as(lat + cache_row * r + i, float(double(row[i]) * inv * double(norm[i])));
+  }
   __syncthreads();
   for (int64_t i = threadIdx.x; i < dr; i += blockDim.x) store_as(pe + cache_row * dr + i, pe_s[i]);
 }

@@ -85,7 +85,9 @@ TEST(CudaKernels, RmsNormRowsAndGroups) {
   struct Shape {
     int64_t cols, group, rows;
   };
-  for (const Shape s : {Shape{7168, 7168, 1}, Shape{64, 64, 5}, Shape{1536, 128, 3}, Shape{100, 20, 7}}) {
+  // 7168: the registers path (896 threads); 10000: more than 1024 threads' registers hold (a loop).
+  for (const Shape s : {Shape{7168, 7168, 1}, Shape{10000, 10000, 2}, Shape{64, 64, 5}, Shape{1536, 128, 3},
+                        Shape{100, 20, 7}}) {
     Call c;
     c.op = "rms_norm";
     c.in.push_back(Buf::f32(s.cols, s.rows, random_floats(size_t(s.cols * s.rows), rng, -3, 3)));
@@ -436,6 +438,8 @@ TEST(CudaKernels, MoeGateMatchesReferenceRouting) {
       {7168, 256, 8, 2, true, 8, 4, true, 2.5, GgmlType::F32},      // DeepSeek-V3
       {2048, 60, 4, 1, false, 1, 1, false, 0.0, GgmlType::F32},     // Qwen2-MoE
       {512, 8, 2, 1, false, 1, 1, true, 0.0, GgmlType::Q8_0},       // Mixtral-like, quantized router
+      {256, 100, 5, 2, false, 1, 1, true, 0.0, GgmlType::F32},      // 4 experts a lane
+      {256, 384, 8, 2, true, 1, 1, true, 2.827, GgmlType::F32},     // Kimi-K2-like: 16 a lane
   };
   uint64_t seed = 200;
   for (const GateCase& g : cases) {
