@@ -73,12 +73,11 @@ class DeviceApi {
   virtual bool launch_graph(void* graph, void* queue, std::string* error) = 0;
   virtual void release_graph(void* graph) = 0;
 
-  // Host flags (stream memory operations): 32-bit words in host memory that a
+  // Host flags: 32-bit words in mapped host memory that a
   // queue waits on and writes, also inside recorded work, so GPU work issued
   // ahead of a CPU call starts the moment the host sets a word, and the host
   // learns that copies landed by reading one. alloc_flags returns n zeroed
-  // words the device reaches, or null and *error where the device or its
-  // driver cannot wait on host memory.
+  // words the device reaches, or null and *error where it cannot map them.
   virtual uint32_t* alloc_flags(int index, int n, std::string* error) = 0;
   virtual void free_flags(uint32_t* flags) = 0;
   // The queue waits until *flag == value, then sets *flag = 0.

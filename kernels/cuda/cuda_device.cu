@@ -2,7 +2,6 @@
 // pinned host memory, streams as queues, events. Every failure is one line that
 // names the CUDA error (and, for an allocation, the bytes asked and free).
 // Without a driver or a GPU, count() is 0: nothing is printed, nothing aborts.
-#include <cuda.h>  // types of the stream memory operations, reached through the runtime
 #include <cuda_runtime.h>
 
 #include <cstdlib>
@@ -25,39 +24,29 @@ bool fail(std::string* error, const std::string& what, cudaError_t e) {
   return false;
 }
 
-// cuStreamWaitValue32 / cuStreamWriteValue32 from the driver, found at run
-// time (cudart is linked statically and kt links no libcuda: a machine without
-// a driver still runs everything else).
-using StreamValueFn = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
-struct StreamValueOps {
-  StreamValueFn wait = nullptr, write = nullptr;
-  std::string error;
-};
-const StreamValueOps& stream_value_ops() {
-  static const StreamValueOps ops = [] {
-    StreamValueOps o;
-    for (auto [name, fn] : {std::pair<const char*, StreamValueFn*>{"cuStreamWaitValue32", &o.wait},
-                            {"cuStreamWriteValue32", &o.write}}) {
-      void* p = nullptr;
-      cudaDriverEntryPointQueryResult q{};
-      const cudaError_t e = cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &q);
-      if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || !p) {
-        cudaGetLastError();
-        o.error = std::string("the driver has no ") + name;
-        o.wait = o.write = nullptr;
-        return o;
-      }
-      *fn = reinterpret_cast<StreamValueFn>(p);
-    }
-    return o;
-  }();
-  return ops;
+// The host flags as one-thread kernels on the queue. They were stream memory
+// operations (cuStreamWaitValue32 / cuStreamWriteValue32): a recorded V2-Lite
+// hybrid step holding those cost 430-520 us of host time per cudaGraphLaunch,
+// with kernels 300-350 (kt-bench e2e --profile, H200 host, alternating), and
+// kt links no libcuda to reach them. The wait spins on the mapped word with
+// system-scope acquire loads (each a PCIe read), then clears it.
+__global__ void wait_flag_kernel(uint32_t* f, uint32_t value) {
+  uint32_t v;
+  for (;;) {
+    asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(f) : "memory");
+    if (v == value) break;
+    __nanosleep(200);
+  }
+  asm volatile("st.relaxed.sys.global.u32 [%0], %1;" ::"l"(f), "r"(0u) : "memory");
 }
 
-bool driver_fail(std::string* error, const char* what, CUresult r) {
-  if (error) *error = std::string(what) + " failed (CUresult " + std::to_string(int(r)) + ")";
-  return false;
+// Everything before it on the queue has finished (stream order); the release
+// store orders this thread's view, and copies have landed in host memory.
+__global__ void write_flag_kernel(uint32_t* f, uint32_t value) {
+  __threadfence_system();
+  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(f), "r"(value) : "memory");
 }
+
 
 class CudaDevice final : public DeviceApi {
  public:
@@ -253,10 +242,6 @@ class CudaDevice final : public DeviceApi {
   }
 
   uint32_t* alloc_flags(int index, int n, std::string* error) override {
-    if (!stream_value_ops().wait) {
-      if (error) *error = stream_value_ops().error;
-      return nullptr;
-    }
     void* p = nullptr;
     cudaError_t e = cudaSetDevice(index);
     if (e == cudaSuccess) e = cudaHostAlloc(&p, size_t(n) * sizeof(uint32_t), cudaHostAllocMapped | cudaHostAllocPortable);
@@ -273,21 +258,19 @@ class CudaDevice final : public DeviceApi {
   }
 
   bool wait_flag(void* queue, uint32_t* flag, uint32_t value, std::string* error) override {
-    const StreamValueOps& ops = stream_value_ops();
-    CUdeviceptr d = 0;
+    uint32_t* d = nullptr;
     if (!device_pointer(flag, &d, error)) return false;
-    const auto q = static_cast<CUstream>(queue);
-    CUresult r = ops.wait(q, d, value, CU_STREAM_WAIT_VALUE_EQ);
-    if (r != CUDA_SUCCESS) return driver_fail(error, "cuStreamWaitValue32", r);
-    r = ops.write(q, d, 0, CU_STREAM_WRITE_VALUE_DEFAULT);
-    return r == CUDA_SUCCESS || driver_fail(error, "cuStreamWriteValue32", r);
+    wait_flag_kernel<<<1, 1, 0, static_cast<cudaStream_t>(queue)>>>(d, value);
+    const cudaError_t e = cudaGetLastError();
+    return e == cudaSuccess || fail(error, "the flag wait kernel", e);
   }
 
   bool write_flag(void* queue, uint32_t* flag, uint32_t value, std::string* error) override {
-    CUdeviceptr d = 0;
+    uint32_t* d = nullptr;
     if (!device_pointer(flag, &d, error)) return false;
-    const CUresult r = stream_value_ops().write(static_cast<CUstream>(queue), d, value, CU_STREAM_WRITE_VALUE_DEFAULT);
-    return r == CUDA_SUCCESS || driver_fail(error, "cuStreamWriteValue32", r);
+    write_flag_kernel<<<1, 1, 0, static_cast<cudaStream_t>(queue)>>>(d, value);
+    const cudaError_t e = cudaGetLastError();
+    return e == cudaSuccess || fail(error, "the flag write kernel", e);
   }
 
  private:
@@ -308,11 +291,11 @@ class CudaDevice final : public DeviceApi {
     return ev;
   }
 
-  static bool device_pointer(uint32_t* flag, CUdeviceptr* d, std::string* error) {
+  static bool device_pointer(uint32_t* flag, uint32_t** d, std::string* error) {
     void* p = nullptr;
     const cudaError_t e = cudaHostGetDevicePointer(&p, flag, 0);
     if (e != cudaSuccess) return fail(error, "cudaHostGetDevicePointer of a flag", e);
-    *d = reinterpret_cast<CUdeviceptr>(p);
+    *d = static_cast<uint32_t*>(p);
     return true;
   }
 };

@@ -88,8 +88,10 @@ __global__ void __launch_bounds__(128 * kQabsSplit) mla_q_abs(const float* __res
 // The same from k_b, whose row (c, h) holds W_K_h[.][c] (dn values): one warp
 // per (h, c), lanes along the row, so a warp reads whole blocks of it (a
 // thread per c walking its own row took 3x longer: scattered reads, one value
-// decoded at a time). Rows c in [r, r + dr) copy q_pe.
-template <GgmlType T>
+// decoded at a time). Rows c in [r, r + dr) copy q_pe. NT: tokens a block
+// takes (kTok, or 1 for decode: no predicated work for absent tokens, 5 rather
+// than 40 shuffles a warp).
+template <GgmlType T, int NT>
 __global__ void __launch_bounds__(128) mla_q_abs_split(const float* __restrict__ q, int64_t n_tok, MlaDims m,
                                                        const uint8_t* __restrict__ w, uint64_t row_bytes,
                                                        uint64_t mat_bytes, float* __restrict__ qcat) {
@@ -98,8 +100,8 @@ __global__ void __launch_bounds__(128) mla_q_abs_split(const float* __restrict__
   const int64_t row = int64_t(blockIdx.x) * 4 + (threadIdx.x >> 5);
   if (row >= int64_t(m.H) * qc) return;
   const int h = int(row / qc), c = int(row % qc);
-  const int64_t t0 = int64_t(blockIdx.y) * kTok;
-  const int nt = int(n_tok - t0 < kTok ? n_tok - t0 : kTok);
+  const int64_t t0 = int64_t(blockIdx.y) * NT;
+  const int nt = int(n_tok - t0 < NT ? n_tok - t0 : NT);
   const int64_t qs = int64_t(m.H) * (m.dn + m.dr);
   const float* qh = q + t0 * qs + int64_t(h) * (m.dn + m.dr);
   float* out = qcat + (t0 * m.H + h) * qc + c;
@@ -108,25 +110,26 @@ __global__ void __launch_bounds__(128) mla_q_abs_split(const float* __restrict__
     return;
   }
   const uint8_t* wr = w + uint64_t(h) * mat_bytes + uint64_t(c) * row_bytes;
-  float acc[kTok];
+  float acc[NT];
 #pragma unroll
-  for (int t = 0; t < kTok; ++t) acc[t] = 0.0f;
+  for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
   for (int j = lane; j < m.dn; j += 32) {
     const float wv = deq1<T>(wr, j);
 #pragma unroll
-    for (int t = 0; t < kTok; ++t)
+    for (int t = 0; t < NT; ++t)
       if (t < nt) acc[t] = fmaf(wv, qh[t * qs + j], acc[t]);
   }
 #pragma unroll
-  for (int t = 0; t < kTok; ++t) {
+  for (int t = 0; t < NT; ++t) {
     const float sum = warp_sum(acc[t]);
     if (lane == 0 && t < nt) out[int64_t(t) * m.H * qc] = sum;
   }
 }
 
 // One warp per output row (h, i): out[t][h dv + i] = W_V_h[i] . o_lat[t][h];
-// W_V_h[i] is kv_b row h (dn + dv) + dn + i, or v_b row (i, h) (split).
-template <GgmlType T, bool kSplit>
+// W_V_h[i] is kv_b row h (dn + dv) + dn + i, or v_b row (i, h) (split). NT as
+// in mla_q_abs_split.
+template <GgmlType T, bool kSplit, int NT>
 __global__ void __launch_bounds__(128) mla_out(const float* __restrict__ olat, int64_t n_tok, MlaDims m,
                                                 const uint8_t* __restrict__ w, uint64_t row_bytes,
                                                 uint64_t mat_bytes, float* __restrict__ out, int64_t out_stride) {
@@ -136,21 +139,21 @@ __global__ void __launch_bounds__(128) mla_out(const float* __restrict__ olat, i
   const int h = int(row / m.dv), i = int(row % m.dv);
   const uint8_t* wr = kSplit ? w + uint64_t(h) * mat_bytes + uint64_t(i) * row_bytes
                              : w + (uint64_t(h) * (m.dn + m.dv) + m.dn + i) * row_bytes;
-  const int64_t t0 = int64_t(blockIdx.y) * kTok;
-  const int nt = int(n_tok - t0 < kTok ? n_tok - t0 : kTok);
-  float acc[kTok];
+  const int64_t t0 = int64_t(blockIdx.y) * NT;
+  const int nt = int(n_tok - t0 < NT ? n_tok - t0 : NT);
+  float acc[NT];
 #pragma unroll
-  for (int t = 0; t < kTok; ++t) acc[t] = 0.0f;
+  for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
   const float* ol = olat + (t0 * m.H + h) * int64_t(m.r);
 #pragma unroll 4
   for (int c = lane; c < m.r; c += 32) {
     const float wv = deq1<T>(wr, c);
 #pragma unroll
-    for (int t = 0; t < kTok; ++t)
+    for (int t = 0; t < NT; ++t)
       if (t < nt) acc[t] = fmaf(wv, ol[int64_t(t) * m.H * m.r + c], acc[t]);
   }
 #pragma unroll
-  for (int t = 0; t < kTok; ++t) {
+  for (int t = 0; t < NT; ++t) {
     const float s = warp_sum(acc[t]);
     if (lane == 0 && t < nt) out[(t0 + t) * out_stride + int64_t(h) * m.dv + i] = s;
   }
@@ -199,9 +202,13 @@ class CudaMla final : public Kernel {
       const unsigned tok_blocks = unsigned(cuda::ceil_div(nt, cuda::kTok));
       cuda::with_type(s_.k_type, [&](auto tc) {
         constexpr GgmlType T = decltype(tc)::value;
-        if (s_.split) {
+        if (s_.split && nt == 1) {
+          const dim3 grid(unsigned(cuda::ceil_div(int64_t(m.H) * qc, 4)), 1);
+          cuda::mla_q_abs_split<T, 1><<<grid, 128, 0, stream>>>(q.row(t0), nt, m, wk, s_.k_row, s_.k_mat, qcat);
+        } else if (s_.split) {
           const dim3 grid(unsigned(cuda::ceil_div(int64_t(m.H) * qc, 4)), tok_blocks);
-          cuda::mla_q_abs_split<T><<<grid, 128, 0, stream>>>(q.row(t0), nt, m, wk, s_.k_row, s_.k_mat, qcat);
+          cuda::mla_q_abs_split<T, cuda::kTok>
+              <<<grid, 128, 0, stream>>>(q.row(t0), nt, m, wk, s_.k_row, s_.k_mat, qcat);
         } else {
           const dim3 grid(unsigned(cuda::ceil_div(qc, 128)), unsigned(m.H), tok_blocks);
           cuda::mla_q_abs<T><<<grid, dim3(128, cuda::kQabsSplit), 0, stream>>>(q.row(t0), nt, m, wk, s_.k_row, qcat);
@@ -223,10 +230,16 @@ class CudaMla final : public Kernel {
       cuda::with_type(s_.v_type, [&](auto tc) {
         constexpr GgmlType T = decltype(tc)::value;
         const dim3 grid(unsigned(cuda::ceil_div(int64_t(m.H) * m.dv, 4)), tok_blocks);
+        auto go = [&](auto split, auto ntc) {
+          cuda::mla_out<T, decltype(split)::value, decltype(ntc)::value>
+              <<<grid, 128, 0, stream>>>(olat, nt, m, wv, s_.v_row, s_.v_mat, y.row(t0), y.cols);
+        };
+        using One = std::integral_constant<int, 1>;
+        using Tok = std::integral_constant<int, cuda::kTok>;
         if (s_.split)
-          cuda::mla_out<T, true><<<grid, 128, 0, stream>>>(olat, nt, m, wv, s_.v_row, s_.v_mat, y.row(t0), y.cols);
+          nt == 1 ? go(std::true_type{}, One{}) : go(std::true_type{}, Tok{});
         else
-          cuda::mla_out<T, false><<<grid, 128, 0, stream>>>(olat, nt, m, wv, s_.v_row, s_.v_mat, y.row(t0), y.cols);
+          nt == 1 ? go(std::false_type{}, One{}) : go(std::false_type{}, Tok{});
       });
       cuda::check_launch("cuda mla (W_V)", a.queue);
     }
@@ -253,6 +266,8 @@ class CudaMla final : public Kernel {
     // two tiles still fill the GPU twice.
     const int sms = cuda::sm_count(s_.device);
     const int64_t tiles = std::max<int64_t>(1, (cuda::split_horizon(max_pos) + 1 + 31) / 32 / 2);
+    // Measured (H200, V2-Lite at 576 and 2048 positions): 2 or 1 heads a block
+    // are slower (33.8 / 38.5 us -> 37.7 / 52.5 and 53.4 / 83.8).
     while (at.gh > 4 && nt * cuda::ceil_div(s_.m.H, at.gh) * tiles < 2 * sms) at.gh /= 2;
     cuda::plan_splits(at, nt, max_pos, sms, s_.partial_floats);
   }

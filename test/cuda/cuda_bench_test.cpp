@@ -412,10 +412,10 @@ TEST(CudaBench, E_DecodeLayerKernels) {
   cudaStreamCreate(&s);
   SplitMix64 rng(5);
   table() << "\nV2-Lite decode layer on the GPU, 1 token, kernel by kernel (us)\n";
-  auto row = [&](const char* what, Call& c) {
-    c.step.add_run(0, 575, 1);
+  auto row = [&](const std::string& what, Call& c, int32_t pos = 575) {
+    c.step.add_run(0, pos, 1);
     char line[160];
-    std::snprintf(line, sizeof line, "  %-44s %7.1f\n", what, time_call(c, s, 50) * 1e3);
+    std::snprintf(line, sizeof line, "  %-44s %7.1f\n", what.c_str(), time_call(c, s, 50) * 1e3);
     table() << line;
   };
   auto matmul = [&](const char* what, GgmlType t, int64_t n_in, int64_t n_out) {
@@ -445,7 +445,7 @@ TEST(CudaBench, E_DecodeLayerKernels) {
     c.op = op;
     for (int i = 0; i < 2; ++i) c.in.push_back(Buf::f32(n, 1, random_floats(size_t(n), rng)));
     c.out.push_back(Buf::f32(n, 1));
-    row((std::string(op) + " " + std::to_string(n)).c_str(), c);
+    row(std::string(op) + " " + std::to_string(n), c);
   }
   {
     Call c;
@@ -462,10 +462,10 @@ TEST(CudaBench, E_DecodeLayerKernels) {
     c.paramf("scale", 0.0);
     row("moe_gate V2-Lite (64 experts, top 6)", c);
   }
-  {
+  for (int positions : {576, 2048}) {
     Call c;
     c.op = "mla_attention_absorbed";
-    c.kv = std::make_unique<Kv>(random_kv(kern::KvView::Kind::MlaLatent, GgmlType::F16, 1, 576, 1, 512, 64, 4));
+    c.kv = std::make_unique<Kv>(random_kv(kern::KvView::Kind::MlaLatent, GgmlType::F16, 1, positions, 1, 512, 64, 4));
     c.in.push_back(Buf::f32(16 * 192, 1, random_floats(16 * 192, rng)));
     c.out.push_back(Buf::f32(16 * 128, 1));
     c.weights.push_back(Weight::random("k_b", GgmlType::Q5_0, 128, 512, 16, 5));
@@ -476,7 +476,7 @@ TEST(CudaBench, E_DecodeLayerKernels) {
     c.param("d_v", 128);
     c.param("kv_lora_rank", 512);
     c.paramf("kq_scale", 0.1);
-    row("mla_attention_absorbed k_b/v_b, 576 positions", c);
+    row("mla_attention_absorbed k_b/v_b, " + std::to_string(positions) + " positions", c, positions - 1);
   }
   cudaStreamDestroy(s);
 }

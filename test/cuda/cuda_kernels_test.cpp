@@ -647,7 +647,10 @@ TEST(CudaKernels, UploadDownloadCopyTheStepsRows) {
   KT_REQUIRE_GPU();
   SplitMix64 rng(17);
   const std::vector<float> v = random_floats(50 * 8, rng);
+  // Pinned host memory: the SMs copy through the mapping; pageable: the copy engine.
+  for (const bool pinned : {true, false})
   for (const char* k : {"cuda.upload", "cuda.download"}) {
+    SCOPED_TRACE(pinned ? "pinned" : "pageable");
     const kern::KernelEntry* e = kern::find_kernel(k);
     ASSERT_NE(e, nullptr) << k;
     kern::CallSpec s;
@@ -660,10 +663,14 @@ TEST(CudaKernels, UploadDownloadCopyTheStepsRows) {
     ASSERT_TRUE(kern) << err;
     EXPECT_EQ(kern->transfer(), std::string(k) == "cuda.upload" ? kern::Kernel::Transfer::Upload
                                                                  : kern::Kernel::Transfer::Download);
-    // Host side pinned, device side device memory; 5 of 8 rows move.
+    // Host side pinned or not, device side device memory; 5 of 8 rows move.
     float* host = nullptr;
+    std::vector<float> pageable(v.size());
     void* dev = nullptr;
-    KT_CUDA_OK(cudaMallocHost(&host, v.size() * 4));
+    if (pinned)
+      KT_CUDA_OK(cudaMallocHost(&host, v.size() * 4));
+    else
+      host = pageable.data();
     KT_CUDA_OK(cudaMalloc(&dev, v.size() * 4));
     std::vector<float> back(v.size(), -7.0f);
     if (std::string(k) == "cuda.upload") {
@@ -688,7 +695,7 @@ TEST(CudaKernels, UploadDownloadCopyTheStepsRows) {
     else
       std::memcpy(back.data(), host, back.size() * 4);
     for (size_t i = 0; i < v.size(); ++i) EXPECT_EQ(back[i], i < 250 ? v[i] : -7.0f) << k << " at " << i;
-    cudaFreeHost(host);
+    if (pinned) cudaFreeHost(host);
     cudaFree(dev);
   }
 }
