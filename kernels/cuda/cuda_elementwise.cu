@@ -38,16 +38,7 @@ __global__ void rms_norm_groups(const float* __restrict__ x, const float* __rest
   const int64_t step = blockDim.x;
   if (n <= kNormRegs * step) {
     float v[kNormRegs], wv[kNormRegs];
-#pragma unroll
-    for (int k = 0; k < kNormRegs; ++k) {
-      const int64_t i = threadIdx.x + k * step;
-      v[k] = i < n ? xg[i] : 0.0f;
-      wv[k] = i < n && w ? w[i] : 1.0f;
-    }
-    double ss = 0.0;
-#pragma unroll
-    for (int k = 0; k < kNormRegs; ++k) ss += double(v[k]) * double(v[k]);
-    ss = block_sum(ss, red);
+    const double ss = load_row_sum_squares(xg, w, n, 1.0f, v, wv, red);
     const double inv = 1.0 / sqrt(ss / double(n) + double(eps));
 #pragma unroll
     for (int k = 0; k < kNormRegs; ++k) {

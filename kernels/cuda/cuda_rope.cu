@@ -114,16 +114,7 @@ __global__ void __launch_bounds__(256) mla_store_kernel(const float* __restrict_
   const int64_t step = blockDim.x;
   if (r <= kStoreRegs * step) {
     float v[kStoreRegs], nv[kStoreRegs];
-#pragma unroll
-    for (int k = 0; k < kStoreRegs; ++k) {
-      const int64_t i = threadIdx.x + k * step;
-      v[k] = i < r ? row[i] : 0.0f;
-      nv[k] = i < r ? norm[i] : 0.0f;
-    }
-    double ss = 0.0;
-#pragma unroll
-    for (int k = 0; k < kStoreRegs; ++k) ss += double(v[k]) * double(v[k]);
-    ss = block_sum(ss, red);  // its barrier also makes pe_s visible
+    const double ss = load_row_sum_squares(row, norm, r, 0.0f, v, nv, red);  // its barrier publishes pe_s
     for (int i = threadIdx.x; i < ra.n_dims / 2; i += blockDim.x) rope_pair(ra, p, i, pe_s);
     const double inv = 1.0 / sqrt(ss / double(r) + double(eps));
 #pragma unroll
