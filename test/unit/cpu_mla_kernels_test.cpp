@@ -43,6 +43,23 @@ std::unique_ptr<Call> mla_call(const char* kernel, Impl impl, Rounding rounding,
   return c;
 }
 
+// A latent cache of two slots of n_ctx rows, random latents (r values) and
+// rope keys (dr values) of `type`.
+struct LatentCache {
+  std::vector<uint8_t> k, v;
+  KvView view;
+  LatentCache(GgmlType type, int64_t n_ctx, int64_t r, int64_t dr) {
+    const size_t es = type_traits(type).type_size;
+    k.resize(size_t(2 * n_ctx * r) * es);
+    v.resize(size_t(2 * n_ctx * dr) * es);
+    SplitMix64 rng(13);
+    fill_random_blocks(type, k.data(), k.size(), rng, 0.0f, 1.0f);
+    fill_random_blocks(type, v.data(), v.size(), rng, 0.0f, 1.0f);
+    view = KvView{KvView::Kind::MlaLatent, type, 2, n_ctx, 1, r, dr, k.data(), v.data()};
+  }
+  LatentCache(const LatentCache&) = delete;  // the view points into k and v
+};
+
 // The weights as files store them: kv_b, or k_b + v_b (newer conversions),
 // legacy and k-quant types; the fast path decodes their rows on the fly.
 // Slot 1 takes a 20-token chunk of a prompt (two blocks of the fast path's 16
@@ -71,13 +88,8 @@ TEST(FastMla, AbsorbedMatchesReferenceOverSeveralSequences) {
     const std::string what = split ? std::string(type_name(k.a)) + "+" + std::string(type_name(k.b))
                                    : std::string(type_name(k.a));
     for (GgmlType cache_type : {GgmlType::F32, GgmlType::F16}) {
-      // A cache of two slots filled with random latents and rope keys.
-      const size_t es = type_traits(cache_type).type_size;
-      std::vector<uint8_t> kc(size_t(2 * n_ctx * r) * es), vc(size_t(2 * n_ctx * dr) * es);
-      SplitMix64 rng(13);
-      fill_random_blocks(cache_type, kc.data(), kc.size(), rng, 0.0f, 1.0f);
-      fill_random_blocks(cache_type, vc.data(), vc.size(), rng, 0.0f, 1.0f);
-      KvView kv{KvView::Kind::MlaLatent, cache_type, 2, n_ctx, 1, r, dr, kc.data(), vc.data()};
+      const LatentCache cache(cache_type, n_ctx, r, dr);
+      const KvView& kv = cache.view;
       StepData sd;
       for (int32_t p = 7; p < 27; ++p) {
         sd.pos.push_back(p);
@@ -132,12 +144,8 @@ TEST(FastMla, DecompressedMatchesReference) {
   for (const auto& [type, r] : {std::pair<GgmlType, int64_t>{GgmlType::Q4_K, 256}, {GgmlType::Q8_0, 64}}) {
     const Tensor kv_b = random_weight(type, {r, H * (dn + dv)}, 9, "kv_b");
     for (GgmlType cache_type : {GgmlType::F32, GgmlType::F16}) {
-      const size_t es = type_traits(cache_type).type_size;
-      std::vector<uint8_t> kc(size_t(2 * n_ctx * r) * es), vc(size_t(2 * n_ctx * dr) * es);
-      SplitMix64 rng(13);
-      fill_random_blocks(cache_type, kc.data(), kc.size(), rng, 0.0f, 1.0f);
-      fill_random_blocks(cache_type, vc.data(), vc.size(), rng, 0.0f, 1.0f);
-      KvView kv{KvView::Kind::MlaLatent, cache_type, 2, n_ctx, 1, r, dr, kc.data(), vc.data()};
+      const LatentCache cache(cache_type, n_ctx, r, dr);
+      const KvView& kv = cache.view;
       StepData sd;
       for (int32_t p = 7; p < 77; ++p) sd.pos.push_back(p), sd.slot.push_back(1);
       for (int32_t p = 20; p < 53; ++p) sd.pos.push_back(p), sd.slot.push_back(0);

@@ -34,11 +34,20 @@ std::unique_ptr<Call> moe_experts_call(Impl impl, std::vector<WeightView> w, std
   return c;
 }
 
+// A layer's routed experts: Q4_K gate and up, `down` as given, random blocks
+// from seeds seed, seed + 1, seed + 2.
+struct Experts {
+  Tensor g, u, d;
+};
+Experts random_experts(GgmlType down, int64_t n_embd, int64_t n_ff, int64_t n_expert, uint64_t seed) {
+  return {random_weight(GgmlType::Q4_K, {n_embd, n_ff, n_expert}, seed, "gate"),
+          random_weight(GgmlType::Q4_K, {n_embd, n_ff, n_expert}, seed + 1, "up"),
+          random_weight(down, {n_ff, n_embd, n_expert}, seed + 2, "down")};
+}
+
 TEST(FastMoe, MatchesReferenceAndIsBatchInvariant) {
   const int64_t n_embd = 256, n_ff = 512, n_expert = 8, n_used = 3, n = 11;
-  const Tensor g = random_weight(GgmlType::Q4_K, {n_embd, n_ff, n_expert}, 1, "gate");
-  const Tensor u = random_weight(GgmlType::Q4_K, {n_embd, n_ff, n_expert}, 2, "up");
-  const Tensor d = random_weight(GgmlType::Q6_K, {n_ff, n_embd, n_expert}, 3, "down");
+  const auto [g, u, d] = random_experts(GgmlType::Q6_K, n_embd, n_ff, n_expert, 1);
   const std::vector<float> x = random_floats(size_t(n * n_embd), 4);
   // Routing: distinct experts per token, expert 7 never chosen.
   std::vector<float> ids(size_t(n * n_used)), wts = random_floats(size_t(n * n_used), 5);
@@ -80,9 +89,7 @@ TEST(FastMoe, MatchesReferenceAndIsBatchInvariant) {
 // them (k-quant gate/up, 32-value down, a partial last tile).
 TEST(FastMoe, ManyTokensPerExpertMatchReference) {
   const int64_t n_embd = 512, n_ff = 288, n_expert = 4, n_used = 2, n = 45;
-  const Tensor g = random_weight(GgmlType::Q4_K, {n_embd, n_ff, n_expert}, 31, "gate");
-  const Tensor u = random_weight(GgmlType::Q4_K, {n_embd, n_ff, n_expert}, 32, "up");
-  const Tensor d = random_weight(GgmlType::Q8_0, {n_ff, n_embd, n_expert}, 33, "down");
+  const auto [g, u, d] = random_experts(GgmlType::Q8_0, n_embd, n_ff, n_expert, 31);
   const std::vector<float> x = random_floats(size_t(n * n_embd), 34);
   std::vector<float> ids(size_t(n * n_used)), wts = random_floats(size_t(n * n_used), 35);
   for (int64_t t = 0; t < n; ++t)  // two distinct of experts 0..2 per token (30 rows each), 3 unused
@@ -115,9 +122,7 @@ TEST(FastMoe, ManyTokensPerExpertMatchReference) {
 constexpr double kBf16Tol = 1e-4;
 TEST(FastMoe, Bf16ExpertsMatchReference) {
   const int64_t n_embd = 512, n_ff = 288, n_expert = 4, n_used = 2, n = 50;
-  const Tensor g = random_weight(GgmlType::Q4_K, {n_embd, n_ff, n_expert}, 61, "gate");
-  const Tensor u = random_weight(GgmlType::Q4_K, {n_embd, n_ff, n_expert}, 62, "up");
-  const Tensor d = random_weight(GgmlType::Q5_0, {n_ff, n_embd, n_expert}, 63, "down");
+  const auto [g, u, d] = random_experts(GgmlType::Q5_0, n_embd, n_ff, n_expert, 61);
   const std::vector<float> x = random_floats(size_t(n * n_embd), 64);
   std::vector<float> ids(size_t(n * n_used)), wts = random_floats(size_t(n * n_used), 65);
   for (int64_t t = 0; t < n; ++t)
@@ -165,9 +170,7 @@ TEST(FastMoe, Bf16ExpertsMatchReference) {
 
 TEST(FastMoe, ExpertSlotsAndChoicesSplitSumsToWhole) {
   const int64_t n_embd = 256, n_ff = 256, n_expert = 8, n_used = 3, n = 7;
-  const Tensor g = random_weight(GgmlType::Q4_K, {n_embd, n_ff, n_expert}, 21, "gate");
-  const Tensor u = random_weight(GgmlType::Q4_K, {n_embd, n_ff, n_expert}, 22, "up");
-  const Tensor d = random_weight(GgmlType::Q8_0, {n_ff, n_embd, n_expert}, 23, "down");
+  const auto [g, u, d] = random_experts(GgmlType::Q8_0, n_embd, n_ff, n_expert, 21);
   const std::vector<int32_t> hot = {5, 1, 6};  // the subset, in the order its holder stores it
   auto gather = [&](const Tensor& t) {
     Tensor s = t;

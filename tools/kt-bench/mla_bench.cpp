@@ -19,9 +19,9 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/kernel.h"
-#include "kernels/random_blocks.h"
 #include "kernels/registry.h"
 #include "runtime/thread_pool.h"
+#include "tools/kt-bench/bench_weights.h"
 #include "tools/kt-bench/machine_limits.h"
 
 namespace kt::bench {
@@ -42,28 +42,6 @@ const MlaShape kMlaShapes[] = {
 
 constexpr GgmlType kKb = GgmlType::Q5_0, kVb = GgmlType::Q4_K, kCache = GgmlType::F16;
 
-std::vector<uint8_t> random_bytes(GgmlType t, int64_t n_in, int64_t rows, SplitMix64& rng) {
-  std::vector<uint8_t> b(size_t(type_traits(t).row_bytes(n_in) * uint64_t(rows)));
-  fill_random_blocks(t, b.data(), b.size(), rng, 0.0f, 1.0f);
-  return b;
-}
-
-kern::WeightView view3(const std::vector<uint8_t>& bytes, GgmlType t, int64_t n_in, int64_t n_out, int64_t n_mat,
-                       const char* name) {
-  kern::WeightView v;
-  v.data = v.host = bytes.data();
-  v.type = t;
-  v.name = name;
-  v.ne[0] = n_in;
-  v.ne[1] = n_out;
-  v.ne[2] = n_mat;
-  v.nb[0] = type_traits(t).type_size;
-  v.nb[1] = type_traits(t).row_bytes(n_in);
-  v.nb[2] = v.nb[1] * uint64_t(n_out);
-  v.nb[3] = v.nb[2] * uint64_t(n_mat);
-  return v;
-}
-
 struct MlaResult {
   double seconds = 0;  // per call, best of the repetitions
   double bytes = 0;    // cache rows attended plus k_b and v_b
@@ -73,13 +51,15 @@ struct MlaResult {
 // n tokens ending at position ctx - 1 of one sequence, over a cache of ctx rows.
 MlaResult time_mla(const MlaShape& s, ThreadPool& pool, int64_t ctx, int64_t n, int reps) {
   SplitMix64 rng(5);
-  const std::vector<uint8_t> kb = random_bytes(kKb, s.dn, s.r * s.H, rng), vb = random_bytes(kVb, s.r, s.dv * s.H, rng);
-  const std::vector<uint8_t> lat = random_bytes(kCache, s.r, ctx, rng), pe = random_bytes(kCache, s.dr, ctx, rng);
+  const std::vector<uint8_t> kb = random_weight_bytes(kKb, s.dn, s.r, s.H, rng),
+                             vb = random_weight_bytes(kVb, s.r, s.dv, s.H, rng);
+  const std::vector<uint8_t> lat = random_weight_bytes(kCache, s.r, ctx, 1, rng),
+                             pe = random_weight_bytes(kCache, s.dr, ctx, 1, rng);
   kern::KvView kv{kern::KvView::Kind::MlaLatent, kCache, 1, ctx, 1, s.r, s.dr,
                   const_cast<uint8_t*>(lat.data()), const_cast<uint8_t*>(pe.data())};
   kern::CallSpec spec;
   spec.kernel = "cpu.mla_attention_absorbed";
-  spec.weights = {view3(kb, kKb, s.dn, s.r, s.H, "k_b"), view3(vb, kVb, s.r, s.dv, s.H, "v_b")};
+  spec.weights = {weight_view(kb, kKb, s.dn, s.r, s.H, "k_b"), weight_view(vb, kVb, s.r, s.dv, s.H, "v_b")};
   spec.kv = &kv;
   for (const auto& [key, v] : {std::pair<const char*, int64_t>{"n_heads", s.H}, {"d_nope", s.dn}, {"d_rope", s.dr},
                                {"d_v", s.dv}, {"kv_lora_rank", s.r}}) {

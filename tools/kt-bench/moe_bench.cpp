@@ -22,6 +22,7 @@
 #include "kernels/registry.h"
 #include "runtime/routing_hooks.h"
 #include "runtime/thread_pool.h"
+#include "tools/kt-bench/bench_weights.h"
 #include "tools/kt-bench/machine_limits.h"
 
 namespace kt::bench {
@@ -50,35 +51,15 @@ struct Layer {
   kern::WeightView w[3];
 };
 
-kern::WeightView view(const std::vector<uint8_t>& bytes, GgmlType t, int64_t n_in, int64_t n_out, int64_t n_mat,
-                      const char* name) {
-  kern::WeightView v;
-  v.data = v.host = bytes.data();
-  v.type = t;
-  v.name = name;
-  v.ne[0] = n_in;
-  v.ne[1] = n_out;
-  v.ne[2] = n_mat;
-  v.nb[0] = type_traits(t).type_size;
-  v.nb[1] = type_traits(t).row_bytes(n_in);
-  v.nb[2] = v.nb[1] * uint64_t(n_out);
-  v.nb[3] = v.nb[2] * uint64_t(n_mat);
-  return v;
-}
-
 std::unique_ptr<Layer> make_layer(const Shape& s) {
   auto L = std::make_unique<Layer>();
   SplitMix64 rng(7);
-  auto fill = [&](std::vector<uint8_t>& b, GgmlType t, int64_t n_in, int64_t n_out) {
-    b.resize(size_t(type_traits(t).row_bytes(n_in) * uint64_t(n_out * s.n_expert)));
-    fill_random_blocks(t, b.data(), b.size(), rng);
-  };
-  fill(L->gate, s.gate_up, s.n_embd, s.n_ff);
-  fill(L->up, s.gate_up, s.n_embd, s.n_ff);
-  fill(L->down, s.down, s.n_ff, s.n_embd);
-  L->w[0] = view(L->gate, s.gate_up, s.n_embd, s.n_ff, s.n_expert, "gate_exps");
-  L->w[1] = view(L->up, s.gate_up, s.n_embd, s.n_ff, s.n_expert, "up_exps");
-  L->w[2] = view(L->down, s.down, s.n_ff, s.n_embd, s.n_expert, "down_exps");
+  L->gate = random_weight_bytes(s.gate_up, s.n_embd, s.n_ff, s.n_expert, rng);
+  L->up = random_weight_bytes(s.gate_up, s.n_embd, s.n_ff, s.n_expert, rng);
+  L->down = random_weight_bytes(s.down, s.n_ff, s.n_embd, s.n_expert, rng);
+  L->w[0] = weight_view(L->gate, s.gate_up, s.n_embd, s.n_ff, s.n_expert, "gate_exps");
+  L->w[1] = weight_view(L->up, s.gate_up, s.n_embd, s.n_ff, s.n_expert, "up_exps");
+  L->w[2] = weight_view(L->down, s.down, s.n_ff, s.n_embd, s.n_expert, "down_exps");
   return L;
 }
 
