@@ -63,6 +63,14 @@ struct WeightView {
   const uint8_t* mat(int64_t e) const { return bytes() + uint64_t(e) * nb[2]; }
   const uint8_t* row(int64_t r, int64_t e = 0) const { return mat(e) + uint64_t(r) * nb[1]; }
   const float* f32() const { return static_cast<const float*>(data); }
+  // nb for `type` and ne as GGUF packs a tensor: rows of whole blocks, one
+  // after another, matrices after matrices.
+  void set_packed_strides() {
+    nb[0] = type_traits(type).type_size;
+    nb[1] = type_traits(type).row_bytes(ne[0]);
+    nb[2] = nb[1] * uint64_t(ne[1]);
+    nb[3] = nb[2] * uint64_t(ne[2]);
+  }
 };
 
 // The KV cache of one layer on the call's device, all sequence slots:

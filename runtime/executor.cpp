@@ -149,12 +149,8 @@ Status Executor::Impl::bind_weights() {
     v.host = t->data;
     v.type = t->type;
     v.name = w->tensor()->string_view();
-    const TypeTraits& tt = type_traits(t->type);
     for (int d = 0; d < 4; ++d) v.ne[d] = t->ne[d];
-    v.nb[0] = tt.type_size;
-    v.nb[1] = tt.row_bytes(t->ne[0]);
-    v.nb[2] = v.nb[1] * uint64_t(t->ne[1]);
-    v.nb[3] = v.nb[2] * uint64_t(t->ne[2]);
+    v.set_packed_strides();
     DeviceState& dev = *devices[size_t(w->device())];
     // A subset of the matrices (hot experts): gathered, in the plan's order.
     std::vector<int64_t> mats;

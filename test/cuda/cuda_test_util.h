@@ -141,12 +141,8 @@ struct Weight {
     v.host = bytes.data();
     v.type = type;
     v.name = name;
-    const TypeTraits& tt = type_traits(type);
     for (int d = 0; d < 4; ++d) v.ne[d] = ne[d];
-    v.nb[0] = tt.type_size;
-    v.nb[1] = tt.row_bytes(ne[0]);
-    v.nb[2] = v.nb[1] * uint64_t(ne[1]);
-    v.nb[3] = v.nb[2] * uint64_t(ne[2]);
+    v.set_packed_strides();
     return v;
   }
 };

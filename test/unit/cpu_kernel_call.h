@@ -42,10 +42,7 @@ inline Tensor random_weight(GgmlType t, std::vector<int64_t> shape, uint64_t see
   w.view.type = t;
   w.view.name = name;
   for (size_t d = 0; d < 4; ++d) w.view.ne[d] = d < shape.size() ? shape[d] : 1;
-  w.view.nb[0] = tt.type_size;
-  w.view.nb[1] = tt.row_bytes(shape[0]);
-  w.view.nb[2] = w.view.nb[1] * uint64_t(w.view.ne[1]);
-  w.view.nb[3] = w.view.nb[2] * uint64_t(w.view.ne[2]);
+  w.view.set_packed_strides();
   return w;
 }
 

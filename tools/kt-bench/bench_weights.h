@@ -27,10 +27,7 @@ inline kern::WeightView weight_view(const std::vector<uint8_t>& bytes, GgmlType 
   v.ne[0] = n_in;
   v.ne[1] = n_out;
   v.ne[2] = n_mat;
-  v.nb[0] = type_traits(t).type_size;
-  v.nb[1] = type_traits(t).row_bytes(n_in);
-  v.nb[2] = v.nb[1] * uint64_t(n_out);
-  v.nb[3] = v.nb[2] * uint64_t(n_mat);
+  v.set_packed_strides();
   return v;
 }
 
