@@ -73,19 +73,19 @@ __device__ __forceinline__ T block_sum(T v, T* scratch) {
 
 // A row of n values spread over the block, R a thread (value threadIdx.x + k
 // blockDim.x), loaded into registers before any is used (a one-block row's
-// time is its chain of latencies): v[k] = row[i] (0 past n), w[k] = weight[i]
-// (`pad` past n, 1 where weight is null). Returns the block's sum of squares
-// in double, as the reference's RMSNorm takes it; its barrier also publishes
-// the block's earlier shared-memory stores.
+// time is its chain of latencies): v[k] = row[i], w[k] = weight[i] (1 where
+// weight is null), both 0 past n. Returns the block's sum of squares in
+// double, as the reference's RMSNorm takes it; its barrier also publishes the
+// block's earlier shared-memory stores.
 template <int R>
 __device__ __forceinline__ double load_row_sum_squares(const float* __restrict__ row,
-                                                       const float* __restrict__ weight, int64_t n, float pad,
-                                                       float (&v)[R], float (&w)[R], double* red) {
+                                                       const float* __restrict__ weight, int64_t n, float (&v)[R],
+                                                       float (&w)[R], double* red) {
 #pragma unroll
   for (int k = 0; k < R; ++k) {
     const int64_t i = threadIdx.x + int64_t(k) * blockDim.x;
     v[k] = i < n ? row[i] : 0.0f;
-    w[k] = i < n ? (weight ? weight[i] : 1.0f) : pad;
+    w[k] = i < n ? (weight ? weight[i] : 1.0f) : 0.0f;
   }
   double ss = 0.0;
 #pragma unroll

@@ -47,7 +47,6 @@ __global__ void write_flag_kernel(uint32_t* f, uint32_t value) {
   asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(f), "r"(value) : "memory");
 }
 
-
 class CudaDevice final : public DeviceApi {
  public:
   std::string_view kind() const override { return "cuda"; }

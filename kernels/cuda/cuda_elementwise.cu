@@ -38,7 +38,7 @@ __global__ void rms_norm_groups(const float* __restrict__ x, const float* __rest
   const int64_t step = blockDim.x;
   if (n <= kNormRegs * step) {
     float v[kNormRegs], wv[kNormRegs];
-    const double ss = load_row_sum_squares(xg, w, n, 1.0f, v, wv, red);
+    const double ss = load_row_sum_squares(xg, w, n, v, wv, red);
     const double inv = 1.0 / sqrt(ss / double(n) + double(eps));
 #pragma unroll
     for (int k = 0; k < kNormRegs; ++k) {

@@ -197,18 +197,21 @@ class CudaMla final : public Kernel {
     float* partial = olat + s_.chunk_tokens * m.H * m.r;
     const uint8_t* wk = a.weights[0].bytes();
     const uint8_t* wv = s_.split ? a.weights[1].bytes() : wk;
+    // A decode token takes the kernels' one-token variants (mla_q_abs_split, mla_out).
+    using One = std::integral_constant<int, 1>;
+    using Tok = std::integral_constant<int, cuda::kTok>;
     for (int64_t t0 = 0; t0 < q.rows; t0 += s_.chunk_tokens) {
       const int64_t nt = std::min(s_.chunk_tokens, q.rows - t0);
       const unsigned tok_blocks = unsigned(cuda::ceil_div(nt, cuda::kTok));
       cuda::with_type(s_.k_type, [&](auto tc) {
         constexpr GgmlType T = decltype(tc)::value;
-        if (s_.split && nt == 1) {
-          const dim3 grid(unsigned(cuda::ceil_div(int64_t(m.H) * qc, 4)), 1);
-          cuda::mla_q_abs_split<T, 1><<<grid, 128, 0, stream>>>(q.row(t0), nt, m, wk, s_.k_row, s_.k_mat, qcat);
-        } else if (s_.split) {
+        if (s_.split) {
           const dim3 grid(unsigned(cuda::ceil_div(int64_t(m.H) * qc, 4)), tok_blocks);
-          cuda::mla_q_abs_split<T, cuda::kTok>
-              <<<grid, 128, 0, stream>>>(q.row(t0), nt, m, wk, s_.k_row, s_.k_mat, qcat);
+          auto go = [&](auto ntc) {
+            cuda::mla_q_abs_split<T, decltype(ntc)::value>
+                <<<grid, 128, 0, stream>>>(q.row(t0), nt, m, wk, s_.k_row, s_.k_mat, qcat);
+          };
+          nt == 1 ? go(One{}) : go(Tok{});
         } else {
           const dim3 grid(unsigned(cuda::ceil_div(qc, 128)), unsigned(m.H), tok_blocks);
           cuda::mla_q_abs<T><<<grid, dim3(128, cuda::kQabsSplit), 0, stream>>>(q.row(t0), nt, m, wk, s_.k_row, qcat);
@@ -234,8 +237,6 @@ class CudaMla final : public Kernel {
           cuda::mla_out<T, decltype(split)::value, decltype(ntc)::value>
               <<<grid, 128, 0, stream>>>(olat, nt, m, wv, s_.v_row, s_.v_mat, y.row(t0), y.cols);
         };
-        using One = std::integral_constant<int, 1>;
-        using Tok = std::integral_constant<int, cuda::kTok>;
         if (s_.split)
           nt == 1 ? go(std::true_type{}, One{}) : go(std::true_type{}, Tok{});
         else

@@ -114,7 +114,7 @@ __global__ void __launch_bounds__(256) mla_store_kernel(const float* __restrict_
   const int64_t step = blockDim.x;
   if (r <= kStoreRegs * step) {
     float v[kStoreRegs], nv[kStoreRegs];
-    const double ss = load_row_sum_squares(row, norm, r, 0.0f, v, nv, red);  // its barrier publishes pe_s
+    const double ss = load_row_sum_squares(row, norm, r, v, nv, red);  // its barrier publishes pe_s
     for (int i = threadIdx.x; i < ra.n_dims / 2; i += blockDim.x) rope_pair(ra, p, i, pe_s);
     const double inv = 1.0 / sqrt(ss / double(r) + double(eps));
 #pragma unroll

@@ -648,55 +648,56 @@ TEST(CudaKernels, UploadDownloadCopyTheStepsRows) {
   SplitMix64 rng(17);
   const std::vector<float> v = random_floats(50 * 8, rng);
   // Pinned host memory: the SMs copy through the mapping; pageable: the copy engine.
-  for (const bool pinned : {true, false})
-  for (const char* k : {"cuda.upload", "cuda.download"}) {
-    SCOPED_TRACE(pinned ? "pinned" : "pageable");
-    const kern::KernelEntry* e = kern::find_kernel(k);
-    ASSERT_NE(e, nullptr) << k;
-    kern::CallSpec s;
-    s.kernel = k;
-    s.device = 0;
-    s.in.push_back({GgmlType::F32, 50, 8});
-    s.out.push_back({GgmlType::F32, 50, 8});
-    std::string err;
-    auto kern = e->make(s, &err);
-    ASSERT_TRUE(kern) << err;
-    EXPECT_EQ(kern->transfer(), std::string(k) == "cuda.upload" ? kern::Kernel::Transfer::Upload
-                                                                 : kern::Kernel::Transfer::Download);
-    // Host side pinned or not, device side device memory; 5 of 8 rows move.
-    float* host = nullptr;
-    std::vector<float> pageable(v.size());
-    void* dev = nullptr;
-    if (pinned)
-      KT_CUDA_OK(cudaMallocHost(&host, v.size() * 4));
-    else
-      host = pageable.data();
-    KT_CUDA_OK(cudaMalloc(&dev, v.size() * 4));
-    std::vector<float> back(v.size(), -7.0f);
-    if (std::string(k) == "cuda.upload") {
-      std::memcpy(host, v.data(), v.size() * 4);
-      KT_CUDA_OK(cudaMemcpy(dev, back.data(), back.size() * 4, cudaMemcpyHostToDevice));
-    } else {
-      KT_CUDA_OK(cudaMemcpy(dev, v.data(), v.size() * 4, cudaMemcpyHostToDevice));
-      std::memcpy(host, back.data(), back.size() * 4);
+  for (const bool pinned : {true, false}) {
+    for (const char* k : {"cuda.upload", "cuda.download"}) {
+      SCOPED_TRACE(pinned ? "pinned" : "pageable");
+      const kern::KernelEntry* e = kern::find_kernel(k);
+      ASSERT_NE(e, nullptr) << k;
+      kern::CallSpec s;
+      s.kernel = k;
+      s.device = 0;
+      s.in.push_back({GgmlType::F32, 50, 8});
+      s.out.push_back({GgmlType::F32, 50, 8});
+      std::string err;
+      auto kern = e->make(s, &err);
+      ASSERT_TRUE(kern) << err;
+      EXPECT_EQ(kern->transfer(), std::string(k) == "cuda.upload" ? kern::Kernel::Transfer::Upload
+                                                                   : kern::Kernel::Transfer::Download);
+      // Host side pinned or not, device side device memory; 5 of 8 rows move.
+      float* host = nullptr;
+      std::vector<float> pageable(v.size());
+      void* dev = nullptr;
+      if (pinned)
+        KT_CUDA_OK(cudaMallocHost(&host, v.size() * 4));
+      else
+        host = pageable.data();
+      KT_CUDA_OK(cudaMalloc(&dev, v.size() * 4));
+      std::vector<float> back(v.size(), -7.0f);
+      if (std::string(k) == "cuda.upload") {
+        std::memcpy(host, v.data(), v.size() * 4);
+        KT_CUDA_OK(cudaMemcpy(dev, back.data(), back.size() * 4, cudaMemcpyHostToDevice));
+      } else {
+        KT_CUDA_OK(cudaMemcpy(dev, v.data(), v.size() * 4, cudaMemcpyHostToDevice));
+        std::memcpy(host, back.data(), back.size() * 4);
+      }
+      const bool up = std::string(k) == "cuda.upload";
+      const kern::Act src{up ? static_cast<void*>(host) : dev, GgmlType::F32, 50, 5, 8};
+      const kern::Act dst{up ? dev : static_cast<void*>(host), GgmlType::F32, 50, 5, 8};
+      const kern::Step st;
+      kern::CallArgs a;
+      a.in = std::span<const kern::Act>(&src, 1);
+      a.out = std::span<const kern::Act>(&dst, 1);
+      a.step = &st;
+      kern->run(a);
+      KT_CUDA_OK(cudaDeviceSynchronize());
+      if (up)
+        KT_CUDA_OK(cudaMemcpy(back.data(), dev, back.size() * 4, cudaMemcpyDeviceToHost));
+      else
+        std::memcpy(back.data(), host, back.size() * 4);
+      for (size_t i = 0; i < v.size(); ++i) EXPECT_EQ(back[i], i < 250 ? v[i] : -7.0f) << k << " at " << i;
+      if (pinned) cudaFreeHost(host);
+      cudaFree(dev);
     }
-    const bool up = std::string(k) == "cuda.upload";
-    const kern::Act src{up ? static_cast<void*>(host) : dev, GgmlType::F32, 50, 5, 8};
-    const kern::Act dst{up ? dev : static_cast<void*>(host), GgmlType::F32, 50, 5, 8};
-    const kern::Step st;
-    kern::CallArgs a;
-    a.in = std::span<const kern::Act>(&src, 1);
-    a.out = std::span<const kern::Act>(&dst, 1);
-    a.step = &st;
-    kern->run(a);
-    KT_CUDA_OK(cudaDeviceSynchronize());
-    if (up)
-      KT_CUDA_OK(cudaMemcpy(back.data(), dev, back.size() * 4, cudaMemcpyDeviceToHost));
-    else
-      std::memcpy(back.data(), host, back.size() * 4);
-    for (size_t i = 0; i < v.size(); ++i) EXPECT_EQ(back[i], i < 250 ? v[i] : -7.0f) << k << " at " << i;
-    if (pinned) cudaFreeHost(host);
-    cudaFree(dev);
   }
 }
 
