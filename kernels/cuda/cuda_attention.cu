@@ -8,6 +8,7 @@
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_context.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/cuda_launch.cuh"
 #include "kernels/cuda/cuda_rounding.cuh"
 #include "kernels/kernel_bind.h"
 
@@ -140,6 +141,7 @@ __device__ void round_latents(float* ks, int stride, int r, int n_rows, int mode
 template <class E, int HPT, bool MLA>
 __global__ void __launch_bounds__(kThreads, 1) attn_split(AttnArgs a) {
   extern __shared__ float4 smem4[];
+  wait_for_inputs();
   float* sm = reinterpret_cast<float*>(smem4);
   const Layout L(a, HPT, MLA);
   float* Qs = sm + L.q_off;
@@ -320,6 +322,7 @@ __global__ void __launch_bounds__(128) attn_combine(const float* __restrict__ pa
                                                     int64_t out_head_stride) {
   extern __shared__ float w[];  // n_split weights
   __shared__ float red[32];
+  wait_for_inputs();
   const int64_t th = blockIdx.x;
   const int64_t t = th / n_heads, h = th % n_heads;
   const int64_t stride = dv + 2;
@@ -375,7 +378,7 @@ void launch_split(const AttnArgs& a, int64_t n_tokens, cudaStream_t s) {
     }
   }
   const dim3 grid(unsigned(a.n_split), unsigned(ceil_div(a.n_heads, a.gh)), unsigned(n_tokens));
-  attn_split<E, HPT, MLA><<<grid, kThreads, smem, s>>>(a);
+  launch(attn_split<E, HPT, MLA>, grid, kThreads, smem, s, a);
 }
 
 template <class E>
@@ -428,8 +431,8 @@ void launch_attention(const AttnArgs& a, GgmlType cache_type, bool mla, int64_t 
   check_launch(mla ? "cuda mla attention" : "cuda.attention", stream);
   if (a.n_split > 1) {
     const dim3 grid(unsigned(n_tokens * a.n_heads), unsigned(std::min<int64_t>(ceil_div(a.dv, 128), 8)));
-    attn_combine<<<grid, 128, size_t(a.n_split) * 4, s>>>(
-        a.partial, a.n_split, a.dv, a.n_heads, a.out, a.out_stride, a.out_head_stride);
+    launch(attn_combine, grid, 128, size_t(a.n_split) * 4, s, a.partial, a.n_split, a.dv, a.n_heads, a.out,
+           a.out_stride, a.out_head_stride);
     check_launch("cuda attention (combine)", stream);
   }
 }

@@ -35,6 +35,13 @@ __device__ __forceinline__ float ld_f16(const uint8_t* p) { return f16_bits(ld_u
 __device__ __forceinline__ float round_f16(float x) { return __half2float(__float2half_rn(x)); }
 __device__ __forceinline__ float round_bf16(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
 
+// SwiGLU of one gate and up value, in double as the reference
+// (kernels/cpu/ops_ref_moe.cpp) takes it.
+__device__ __forceinline__ float swiglu_value(float g, float u) {
+  const float s = float(double(g) / (1.0 + exp(-double(g))));
+  return float(double(s) * double(u));
+}
+
 // ---- reductions -------------------------------------------------------------
 
 __device__ __forceinline__ float warp_sum(float v) {

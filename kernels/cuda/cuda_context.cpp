@@ -172,6 +172,14 @@ int sm_count(int device) {
   return n;
 }
 
+bool pdl_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("KT_CUDA_PDL");
+    return !(v && *v == '0');
+  }();
+  return on;
+}
+
 void check_launch(const char* what, void* queue) {
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) die(what, e);

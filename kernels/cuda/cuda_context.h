@@ -54,6 +54,10 @@ int sm_count(int device);
 // error inside the kernel is reported at the call that caused it.
 void check_launch(const char* what, void* queue);
 
+// Whether kernels launch with programmatic dependent launch (cuda_launch.cuh):
+// true unless KT_CUDA_PDL=0 in the environment (read once).
+bool pdl_enabled();
+
 // Makes `device` current for the calling thread (cheap when it already is).
 void use_device(int device);
 

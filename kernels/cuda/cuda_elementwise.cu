@@ -7,6 +7,7 @@
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_context.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/cuda_launch.cuh"
 #include "kernels/cuda/cuda_quant.cuh"
 #include "kernels/cuda/cuda_types.cuh"
 #include "kernels/kernel_bind.h"
@@ -18,6 +19,7 @@ namespace {
 template <GgmlType T>
 __global__ void embed_rows(const uint8_t* __restrict__ table, uint64_t row_bytes, int64_t n,
                            const int32_t* __restrict__ tokens, float* __restrict__ out) {
+  wait_for_inputs();
   const int64_t t = blockIdx.x;
   const uint8_t* row = table + uint64_t(tokens[t]) * row_bytes;
   for (int64_t c = threadIdx.x; c < n; c += blockDim.x) out[t * n + c] = deq1<T>(row, c);
@@ -32,6 +34,8 @@ constexpr int kNormRegs = 8;
 __global__ void rms_norm_groups(const float* __restrict__ x, const float* __restrict__ w, int64_t n, float eps,
                                 float* y) {
   __shared__ double red[32];
+  if (w && threadIdx.x == 0) prefetch_l2(w, uint64_t(n) * 4);
+  wait_for_inputs();
   const int64_t g = blockIdx.x;
   const float* xg = x + g * n;
   float* yg = y + g * n;
@@ -62,17 +66,20 @@ __device__ __forceinline__ float silu_ref(float x) { return float(double(x) / (1
 __device__ __forceinline__ float sigmoid_ref(float x) { return float(1.0 / (1.0 + exp(-double(x)))); }
 
 __global__ void add_kernel(const float* a, const float* b, int64_t n, float* y) {
+  wait_for_inputs();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) y[i] = __fadd_rn(a[i], b[i]);
 }
 
 __global__ void silu_mul_kernel(const float* g, const float* u, int64_t n, float* y) {
+  wait_for_inputs();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) y[i] = float(double(silu_ref(g[i])) * double(u[i]));
 }
 
 __global__ void sigmoid_gate_add_kernel(const float* x, const float* s, const float* g, int64_t cols, int64_t n,
                                         float* y) {
+  wait_for_inputs();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) y[i] = __fadd_rn(x[i], __fmul_rn(sigmoid_ref(g[i / cols]), s[i]));
 }
@@ -80,6 +87,7 @@ __global__ void sigmoid_gate_add_kernel(const float* x, const float* s, const fl
 // Row outputs[r] of x to row r of y, 4-byte words.
 __global__ void select_rows_kernel(const uint32_t* __restrict__ x, const int32_t* __restrict__ outputs,
                                    int64_t words, uint32_t* __restrict__ y) {
+  wait_for_inputs();
   const int64_t r = blockIdx.x;
   const uint32_t* src = x + int64_t(outputs[r]) * words;
   for (int64_t i = threadIdx.x; i < words; i += blockDim.x) y[r * words + i] = src[i];
@@ -91,7 +99,9 @@ __global__ void select_rows_kernel(const uint32_t* __restrict__ x, const int32_t
 // copy-engine transfer, in the GPU's chain and at a recording's launch (V2-Lite
 // hybrid, H200 host, alternating: the host's wait for the GPU per token 3.24 ->
 // 2.53 ms, the step's cudaGraphLaunch 480 / 309 -> 49 / 31 us). The fence
-// publishes the stores to the host before the kernel is seen to end.
+// publishes the stores to the host before the kernel is seen to end. A plain
+// launch (not cuda::launch): host memory's ordering with the flag kernels
+// rests on whole-kernel boundaries (cuda_launch.cuh).
 __global__ void copy_words_kernel(const uint32_t* __restrict__ src, uint32_t* __restrict__ dst, int64_t n) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) dst[i] = src[i];
@@ -123,7 +133,7 @@ class Embed final : public Kernel {
     auto s = static_cast<cudaStream_t>(a.queue);
     cuda::with_type(w.type, [&](auto tc) {
       constexpr GgmlType T = decltype(tc)::value;
-      cuda::embed_rows<T><<<unsigned(y.rows), 256, 0, s>>>(w.bytes(), w.nb[1], y.cols, st.tokens, y.f32());
+      cuda::launch(cuda::embed_rows<T>, unsigned(y.rows), 256, 0, s, w.bytes(), w.nb[1], y.cols, st.tokens, y.f32());
     });
     cuda::check_launch("cuda.embed", a.queue);
   }
@@ -147,8 +157,8 @@ class RmsNorm final : public Kernel {
         group_ >= 1024 ? 256 : group_ >= 256 ? 128 : 32 * std::min<int64_t>(4, cuda::ceil_div(group_, 32));
     const int threads =
         int(std::min<int64_t>(1024, std::max(base, 32 * cuda::ceil_div(group_, 32 * cuda::kNormRegs))));
-    cuda::rms_norm_groups<<<unsigned(groups), threads, 0, static_cast<cudaStream_t>(a.queue)>>>(
-        x.f32(), a.weights[0].f32(), group_, eps_, y.f32());
+    cuda::launch(cuda::rms_norm_groups, unsigned(groups), threads, 0, static_cast<cudaStream_t>(a.queue), x.f32(),
+                 a.weights[0].f32(), group_, eps_, y.f32());
     cuda::check_launch("cuda.rms_norm", a.queue);
   }
 
@@ -173,14 +183,14 @@ class Elementwise final : public Kernel {
     float* y = a.out[0].f32();
     switch (op_) {
       case Op::Add:
-        cuda::add_kernel<<<blocks_for(n, 256), 256, 0, s>>>(x.f32(), a.in[1].f32(), n, y);
+        cuda::launch(cuda::add_kernel, blocks_for(n, 256), 256, 0, s, x.f32(), a.in[1].f32(), n, y);
         break;
       case Op::SiluMul:
-        cuda::silu_mul_kernel<<<blocks_for(n, 256), 256, 0, s>>>(x.f32(), a.in[1].f32(), n, y);
+        cuda::launch(cuda::silu_mul_kernel, blocks_for(n, 256), 256, 0, s, x.f32(), a.in[1].f32(), n, y);
         break;
       case Op::SigmoidGateAdd:
-        cuda::sigmoid_gate_add_kernel<<<blocks_for(n, 256), 256, 0, s>>>(x.f32(), a.in[1].f32(), a.in[2].f32(),
-                                                                          x.cols, n, y);
+        cuda::launch(cuda::sigmoid_gate_add_kernel, blocks_for(n, 256), 256, 0, s, x.f32(), a.in[1].f32(),
+                     a.in[2].f32(), x.cols, n, y);
         break;
     }
     cuda::check_launch("cuda elementwise", a.queue);
@@ -201,8 +211,8 @@ class SelectRows final : public Kernel {
     if (a.step->n_outputs == 0) return;
     const cuda::DeviceStep st = cuda::upload_step(*a.step, a.queue);
     const int64_t words = x.cols * int64_t(type_traits(x.type).type_size) / 4;
-    cuda::select_rows_kernel<<<unsigned(a.step->n_outputs), 256, 0, static_cast<cudaStream_t>(a.queue)>>>(
-        static_cast<const uint32_t*>(x.data), st.outputs, words, static_cast<uint32_t*>(y.data));
+    cuda::launch(cuda::select_rows_kernel, unsigned(a.step->n_outputs), 256, 0, static_cast<cudaStream_t>(a.queue),
+                 static_cast<const uint32_t*>(x.data), st.outputs, words, static_cast<uint32_t*>(y.data));
     cuda::check_launch("cuda.select_rows", a.queue);
   }
 

@@ -8,6 +8,7 @@
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_context.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/cuda_launch.cuh"
 #include "kernels/cuda/cuda_matmul.h"
 #include "kernels/cuda/cuda_quant.cuh"
 #include "kernels/cuda/cuda_rounding.cuh"
@@ -28,17 +29,31 @@ uint64_t align_up(uint64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
 // ---- vector paths -------------------------------------------------------------
 
+// The weight rows of block x (kRowsPerBlock of them) into L2, issued before
+// the block waits for its inputs (cuda_launch.cuh): the weights' first DRAM
+// latency passes while the previous kernel still runs.
+__device__ __forceinline__ void prefetch_rows(const uint8_t* W, uint64_t row_bytes, int64_t n_out) {
+  const int64_t o0 = int64_t(blockIdx.x) * kRowsPerBlock;
+  prefetch_l2(W + uint64_t(o0) * row_bytes, uint64_t(min(int64_t(kRowsPerBlock), n_out - o0)) * row_bytes);
+}
+
 // One warp per output row o; up to NC token rows share each weight read.
 // ids (experts): block row y is pair p, its matrix ids[p], x row p / x_div; a
-// pair with ids[p] < 0 (an expert held elsewhere) gets zeros.
-template <GgmlType T, int NC>
+// pair with ids[p] < 0 (an expert held elsewhere) gets zeros. GLU (experts'
+// up product): y already holds the gate products, and each becomes
+// swiglu(gate, this product) in place, so no SwiGLU kernel follows (a
+// template parameter: the double exp() in every instantiation cost Q6_K's
+// kernel 56 -> 128 registers, and V3-5L's all-GPU decode 5%).
+template <GgmlType T, int NC, bool GLU = false>
 __global__ void __launch_bounds__(32 * kRowsPerBlock)
     mmv_int8(const uint8_t* __restrict__ W, uint64_t row_bytes, uint64_t mat_bytes, int64_t n_out, int64_t n_in,
-             const int8_t* __restrict__ xq, const float* __restrict__ xd, int n_tok, float* __restrict__ y,
-             int64_t ldy, const float* __restrict__ bias, const int32_t* __restrict__ ids, int64_t x_div) {
+             const int8_t* __restrict__ xq, const float* __restrict__ xd, int n_tok, float* __restrict__ y, int64_t ldy,
+             const float* __restrict__ bias, const int32_t* __restrict__ ids, int64_t x_div) {
   using Q = Q8Dot<T>;
   constexpr int kAct = Q::kAct == ActBlocks::Q8_0 ? 32 : 256;
   const int lane = threadIdx.x & 31;
+  if (!ids && blockIdx.y == 0 && threadIdx.x == 0) prefetch_rows(W, row_bytes, n_out);
+  wait_for_inputs();
   const int64_t o = int64_t(blockIdx.x) * kRowsPerBlock + (threadIdx.x >> 5);
   if (o >= n_out) return;
   int64_t t0;
@@ -83,7 +98,11 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock)
 #pragma unroll
   for (int t = 0; t < NC; ++t) {
     const float s = warp_sum(acc[t]);
-    if (lane == 0 && t < nt) y[t * ldy + o] = bias ? s + bias[o] : s;
+    if constexpr (GLU) {
+      if (lane == 0 && t < nt) y[t * ldy + o] = swiglu_value(y[t * ldy + o], s);
+    } else {
+      if (lane == 0 && t < nt) y[t * ldy + o] = bias ? s + bias[o] : s;
+    }
   }
 }
 
@@ -124,6 +143,8 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock)
               const float* __restrict__ x, int64_t ldx, int n_tok, int xround, float* __restrict__ y, int64_t ldy,
               const float* __restrict__ bias, const int32_t* __restrict__ ids, int64_t x_div) {
   const int lane = threadIdx.x & 31;
+  if (!ids && blockIdx.y == 0 && threadIdx.x == 0) prefetch_rows(W, row_bytes, n_out);
+  wait_for_inputs();
   const int64_t o = int64_t(blockIdx.x) * kRowsPerBlock + (threadIdx.x >> 5);
   if (o >= n_out) return;
   int64_t t0;
@@ -189,6 +210,8 @@ __global__ void __launch_bounds__(128)
   __shared__ float red[32];
   const int64_t o = blockIdx.x;
   const uint8_t* row = W + uint64_t(o) * row_bytes;
+  if (threadIdx.x == 0) prefetch_l2(row, row_bytes);
+  wait_for_inputs();
   float acc = 0.0f;
 #pragma unroll 4
   for (int64_t i = int64_t(threadIdx.x) * V; i < n_in; i += 128 * V) {
@@ -209,6 +232,7 @@ __global__ void __launch_bounds__(128)
 template <GgmlType T, class H>
 __global__ void dequant_to(const uint8_t* __restrict__ W, uint64_t row_bytes, int64_t n_in, int64_t k_pad,
                            int64_t n_rows, H* __restrict__ out) {
+  wait_for_inputs();  // out may still be read by the previous chunk's GEMM
   const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;  // 8 values each
   if (idx >= n_rows * (k_pad / 8)) return;
   const int64_t r = idx / (k_pad / 8), k0 = 8 * (idx % (k_pad / 8));
@@ -235,6 +259,7 @@ __global__ void __launch_bounds__(256) prep_x(const float* __restrict__ x, int64
                                               int mode, const int8_t* __restrict__ xq, const float* __restrict__ xd,
                                               int act, H* __restrict__ out, float* __restrict__ inv_scale) {
   __shared__ float red[32];
+  wait_for_inputs();
   const int64_t r = blockIdx.x;
   auto value = [&](int64_t i) -> float {
     if (mode == 3) return xd[r * (n_in / act) + i / act] * float(xq[r * n_in + i]);
@@ -279,6 +304,7 @@ __global__ void __launch_bounds__(256)
               const float* __restrict__ bias) {
   using namespace nvcuda;
   __shared__ __align__(128) unsigned char smem[kGemmSmem];
+  wait_for_inputs();
   H* As = reinterpret_cast<H*>(smem);   // [2][kBM][kLds]
   H* Bs = As + 2 * kBM * kLds;          // [2][kBN][kLds]
   float* Cs = reinterpret_cast<float*>(smem);  // [kBN][kLdc], after the main loop
@@ -429,10 +455,16 @@ void MatmulOp::run_experts(const float* x, int64_t ldx, int64_t n_x_rows, const 
   run_vector(x, ldx, n_x_rows, y, ldy, nullptr, ids, n_pairs, x_div, scratch, queue);
 }
 
+bool MatmulOp::glu_pair(const MatmulOp& up) const {
+  return int8_path() && up.int8_path() && act_block(type_) == act_block(up.type_) && n_in_ == up.n_in_ &&
+         n_out_ == up.n_out_;
+}
+
 // Rows of x rounded to 8-bit blocks of `act` values (32: Q8_0, 256: Q8_K),
 // one warp per block: xq [rows][n] int8, xd [rows][n / act] scales.
 __global__ void quantize_q8(const float* __restrict__ x, int64_t ldx, int64_t n, int act, int8_t* __restrict__ xq,
                             float* __restrict__ xd) {
+  wait_for_inputs();
   const int64_t r = blockIdx.y, blk = blockIdx.x;
   const int lane = threadIdx.x;
   if (act == 32) {
@@ -460,7 +492,7 @@ __global__ void quantize_q8(const float* __restrict__ x, int64_t ldx, int64_t n,
 
 void quantize_rows(const float* x, int64_t ldx, int64_t rows, int64_t n, int act, int8_t* xq, float* xd,
                    cudaStream_t s) {
-  quantize_q8<<<dim3(unsigned(n / act), unsigned(rows)), 32, 0, s>>>(x, ldx, n, act, xq, xd);
+  launch(quantize_q8, dim3(unsigned(n / act), unsigned(rows)), 32, 0, s, x, ldx, n, act, xq, xd);
   check_launch("cuda matmul (8-bit activations)", s);
 }
 
@@ -470,24 +502,10 @@ void MatmulOp::run_vector(const float* x, int64_t ldx, int64_t rows, float* y, i
   const dim3 block(32 * kRowsPerBlock);
   const unsigned gx = unsigned(ceil_div(n_out_, kRowsPerBlock));
   if (int8_path()) {
-    const int act = act_block(type_);
     auto* xq = static_cast<int8_t*>(scratch);
     auto* xd = reinterpret_cast<float*>(static_cast<uint8_t*>(scratch) + align_up(uint64_t(max_rows_ * n_in_)));
-    quantize_rows(x, ldx, rows, n_in_, act, xq, xd, s);
-    with_quant_type(type_, [&](auto tc) {
-      constexpr GgmlType T = decltype(tc)::value;
-      if (ids) {
-        mmv_int8<T, 1><<<dim3(gx, unsigned(n_pairs)), block, 0, s>>>(w_, row_bytes_, mat_bytes_, n_out_, n_in_, xq, xd,
-                                                                      1, y, ldy, nullptr, ids, x_div);
-      } else if (rows == 1) {
-        mmv_int8<T, 1><<<dim3(gx, 1), block, 0, s>>>(w_, row_bytes_, mat_bytes_, n_out_, n_in_, xq, xd, 1, y, ldy,
-                                                      bias, nullptr, 1);
-      } else {
-        mmv_int8<T, 8><<<dim3(gx, unsigned(ceil_div(rows, 8))), block, 0, s>>>(
-            w_, row_bytes_, mat_bytes_, n_out_, n_in_, xq, xd, int(rows), y, ldy, bias, nullptr, 1);
-      }
-    });
-    check_launch("cuda matmul (int8)", queue);
+    quantize_rows(x, ldx, rows, n_in_, act_block(type_), xq, xd, s);
+    run_int8(xq, xd, rows, y, ldy, bias, ids, n_pairs, x_div, false, queue);
     return;
   }
   const int xround = rounding_ == kern::Rounding::GgmlCpu
@@ -496,36 +514,68 @@ void MatmulOp::run_vector(const float* x, int64_t ldx, int64_t rows, float* y, i
   const bool xvec = ldx % 4 == 0 && aligned16(x);
   with_type(type_, [&](auto tc) {
     constexpr GgmlType T = decltype(tc)::value;
-    auto launch = [&](auto vc) {
+    auto go = [&](auto vc) {
       constexpr int V = decltype(vc)::value;
       if (ids) {
-        mmv_float<T, 1, V><<<dim3(gx, unsigned(n_pairs)), block, 0, s>>>(
-            w_, row_bytes_, mat_bytes_, n_out_, n_in_, x, ldx, 1, xround, y, ldy, nullptr, ids, x_div);
+        launch(mmv_float<T, 1, V>, dim3(gx, unsigned(n_pairs)), block, 0, s, w_, row_bytes_, mat_bytes_, n_out_, n_in_,
+               x, ldx, 1, xround, y, ldy, nullptr, ids, x_div);
       } else if (rows == 1 && n_out_ <= kRowBlockOutputs) {
-        mmv_float_row<T, V><<<unsigned(n_out_), 128, 0, s>>>(w_, row_bytes_, n_in_, x, xround, y, bias);
+        launch(mmv_float_row<T, V>, unsigned(n_out_), 128, 0, s, w_, row_bytes_, n_in_, x, xround, y, bias);
       } else if (rows == 1) {
-        mmv_float<T, 1, V><<<dim3(gx, 1), block, 0, s>>>(w_, row_bytes_, mat_bytes_, n_out_, n_in_, x, ldx, 1,
-                                                         xround, y, ldy, bias, nullptr, 1);
+        launch(mmv_float<T, 1, V>, dim3(gx, 1), block, 0, s, w_, row_bytes_, mat_bytes_, n_out_, n_in_, x, ldx, 1,
+               xround, y, ldy, bias, nullptr, 1);
       } else {
-        mmv_float<T, 8, V><<<dim3(gx, unsigned(ceil_div(rows, 8))), block, 0, s>>>(
-            w_, row_bytes_, mat_bytes_, n_out_, n_in_, x, ldx, int(rows), xround, y, ldy, bias, nullptr, 1);
+        launch(mmv_float<T, 8, V>, dim3(gx, unsigned(ceil_div(rows, 8))), block, 0, s, w_, row_bytes_, mat_bytes_,
+               n_out_, n_in_, x, ldx, int(rows), xround, y, ldy, bias, nullptr, 1);
       }
     };
     if constexpr (T == GgmlType::F32) {
       if (xvec && n_in_ % 4 == 0)
-        launch(std::integral_constant<int, 4>{});
+        go(std::integral_constant<int, 4>{});
       else
-        launch(std::integral_constant<int, 1>{});
+        go(std::integral_constant<int, 1>{});
     } else if constexpr (T == GgmlType::F16 || T == GgmlType::BF16) {
       if (xvec && n_in_ % 8 == 0)
-        launch(std::integral_constant<int, 8>{});
+        go(std::integral_constant<int, 8>{});
       else
-        launch(std::integral_constant<int, 1>{});
+        go(std::integral_constant<int, 1>{});
     } else {
-      launch(std::integral_constant<int, 1>{});
+      go(std::integral_constant<int, 1>{});
     }
   });
   check_launch("cuda matmul (float)", queue);
+}
+
+void MatmulOp::run_int8(const int8_t* xq, const float* xd, int64_t rows, float* y, int64_t ldy, const float* bias,
+                        const int32_t* ids, int64_t n_pairs, int64_t x_div, bool glu, void* queue) const {
+  auto s = static_cast<cudaStream_t>(queue);
+  const dim3 block(32 * kRowsPerBlock);
+  const unsigned gx = unsigned(ceil_div(n_out_, kRowsPerBlock));
+  with_quant_type(type_, [&](auto tc) {
+    constexpr GgmlType T = decltype(tc)::value;
+    if (ids) {
+      launch(glu ? mmv_int8<T, 1, true> : mmv_int8<T, 1>, dim3(gx, unsigned(n_pairs)), block, 0, s, w_, row_bytes_,
+             mat_bytes_, n_out_, n_in_, xq, xd, 1, y, ldy, nullptr, ids, x_div);
+    } else if (rows == 1) {
+      launch(mmv_int8<T, 1>, dim3(gx, 1), block, 0, s, w_, row_bytes_, mat_bytes_, n_out_, n_in_, xq, xd, 1, y, ldy,
+             bias, nullptr, 1);
+    } else {
+      launch(mmv_int8<T, 8>, dim3(gx, unsigned(ceil_div(rows, 8))), block, 0, s, w_, row_bytes_, mat_bytes_, n_out_,
+             n_in_, xq, xd, int(rows), y, ldy, bias, nullptr, 1);
+    }
+  });
+  check_launch("cuda matmul (int8)", queue);
+}
+
+void MatmulOp::run_experts_glu(const MatmulOp& up, const float* x, int64_t ldx, int64_t n_x_rows, const int32_t* ids,
+                               int64_t n_pairs, int64_t x_div, float* y, int64_t ldy, void* scratch,
+                               void* queue) const {
+  if (n_pairs <= 0) return;
+  auto* xq = static_cast<int8_t*>(scratch);
+  auto* xd = reinterpret_cast<float*>(static_cast<uint8_t*>(scratch) + align_up(uint64_t(max_rows_ * n_in_)));
+  quantize_rows(x, ldx, n_x_rows, n_in_, act_block(type_), xq, xd, static_cast<cudaStream_t>(queue));
+  run_int8(xq, xd, n_x_rows, y, ldy, nullptr, ids, n_pairs, x_div, false, queue);
+  up.run_int8(xq, xd, n_x_rows, y, ldy, nullptr, ids, n_pairs, x_div, true, queue);
 }
 
 void MatmulOp::run_tiles(const float* x, int64_t ldx, int64_t rows, float* y, int64_t ldy, const float* bias,
@@ -560,8 +610,8 @@ void MatmulOp::run_tiles(const float* x, int64_t ldx, int64_t rows, float* y, in
   }
   auto gemm = [&](auto hc) {
     using H = decltype(hc);
-    prep_x<H><<<unsigned(rows), 256, 0, s>>>(x, ldx, n_in_, k_pad_, mode, xq, xd, act, reinterpret_cast<H*>(x16),
-                                             inv_s);
+    launch(prep_x<H>, unsigned(rows), 256, 0, s, x, ldx, n_in_, k_pad_, mode, xq, xd, act, reinterpret_cast<H*>(x16),
+           inv_s);
     check_launch("cuda matmul (activations to 16 bits)", queue);
     for (int64_t r0 = 0; r0 < n_out_; r0 += chunk_rows_) {
       const int64_t m = std::min(chunk_rows_, n_out_ - r0);
@@ -575,16 +625,16 @@ void MatmulOp::run_tiles(const float* x, int64_t ldx, int64_t rows, float* y, in
         with_type(type_, [&](auto tc) {
           constexpr GgmlType T = decltype(tc)::value;
           if constexpr (T != GgmlType::F32)
-            dequant_to<T, H><<<unsigned(ceil_div(n, 256)), 256, 0, s>>>(w_ + uint64_t(r0) * row_bytes_, row_bytes_,
-                                                                       n_in_, k_pad_, m, reinterpret_cast<H*>(w16));
+            launch(dequant_to<T, H>, unsigned(ceil_div(n, 256)), 256, 0, s, w_ + uint64_t(r0) * row_bytes_, row_bytes_,
+                   n_in_, k_pad_, m, reinterpret_cast<H*>(w16));
         });
         check_launch("cuda matmul (weights to 16 bits)", queue);
         a = reinterpret_cast<const H*>(w16);
         lda = k_pad_;
       }
       const dim3 grid(unsigned(ceil_div(m, kBM)), unsigned(ceil_div(rows, kBN)));
-      gemm_wmma<H><<<grid, 256, 0, s>>>(a, lda, reinterpret_cast<const H*>(x16), k_pad_, m, rows, k_pad_, y + r0, ldy,
-                                        inv_s, bias ? bias + r0 : nullptr);
+      launch(gemm_wmma<H>, grid, 256, 0, s, a, lda, reinterpret_cast<const H*>(x16), k_pad_, m, rows, k_pad_, y + r0,
+             ldy, inv_s, bias ? bias + r0 : nullptr);
       check_launch("cuda matmul (wmma)", queue);
     }
   };

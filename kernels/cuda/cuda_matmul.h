@@ -70,6 +70,18 @@ class MatmulOp {
   void run_experts(const float* x, int64_t ldx, int64_t n_x_rows, const int32_t* ids, int64_t n_pairs,
                    int64_t x_div, float* y, int64_t ldy, void* scratch, void* queue) const;
 
+  // Whether run_experts_glu() can take this op as the gate and `up` as the
+  // up matrices: both on the int8 path with one rounding of x, of one shape.
+  bool glu_pair(const MatmulOp& up) const;
+  // Experts' gate and up (this op the gate): for p < n_pairs, y row p =
+  // swiglu(x row (p / x_div) times gate matrix ids[p], the same times up
+  // matrix ids[p]) (n_out values), zeros where ids[p] < 0. The bits of
+  // run_experts() for each and a SwiGLU after, from one rounding of x, with
+  // the SwiGLU in the up product's epilogue: three launches, not five. Only
+  // where glu_pair(up).
+  void run_experts_glu(const MatmulOp& up, const float* x, int64_t ldx, int64_t n_x_rows, const int32_t* ids,
+                       int64_t n_pairs, int64_t x_div, float* y, int64_t ldy, void* scratch, void* queue) const;
+
   // "int8-dp4a", "float", "wmma-fp16", for Kernel::impl().
   std::string_view impl(int64_t rows) const;
 
@@ -78,6 +90,9 @@ class MatmulOp {
   bool use_tiles(int64_t rows, Path path) const;
   void run_vector(const float* x, int64_t ldx, int64_t rows, float* y, int64_t ldy, const float* bias,
                   const int32_t* ids, int64_t n_pairs, int64_t x_div, void* scratch, void* queue) const;
+  // The int8 products from x already rounded (xq, xd); glu as run_experts_glu's up.
+  void run_int8(const int8_t* xq, const float* xd, int64_t rows, float* y, int64_t ldy, const float* bias,
+                const int32_t* ids, int64_t n_pairs, int64_t x_div, bool glu, void* queue) const;
   void run_tiles(const float* x, int64_t ldx, int64_t rows, float* y, int64_t ldy, const float* bias, void* scratch,
                  void* queue) const;
 

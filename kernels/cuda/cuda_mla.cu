@@ -20,6 +20,7 @@
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_context.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/cuda_launch.cuh"
 #include "kernels/cuda/cuda_quant.cuh"
 #include "kernels/cuda/cuda_types.cuh"
 #include "kernels/kernel_bind.h"
@@ -48,6 +49,10 @@ __global__ void __launch_bounds__(128 * kQabsSplit) mla_q_abs(const float* __res
   __shared__ float part[kQabsSplit - 1][kTok][128];
   const int c = blockIdx.x * 128 + threadIdx.x, g = threadIdx.y;
   const int h = blockIdx.y;
+  // The head's dn rows of W_K, which every block of the head reads a column of.
+  if (blockIdx.x == 0 && blockIdx.z == 0 && threadIdx.x == 0 && g == 0)
+    prefetch_l2(w + uint64_t(h) * (m.dn + m.dv) * row_bytes, uint64_t(m.dn) * row_bytes);
+  wait_for_inputs();
   const int64_t t0 = int64_t(blockIdx.z) * kTok;
   const int nt = int(n_tok - t0 < kTok ? n_tok - t0 : kTok);
   const int64_t qs = int64_t(m.H) * (m.dn + m.dr), qc = m.r + m.dr;
@@ -98,6 +103,9 @@ __global__ void __launch_bounds__(128) mla_q_abs_split(const float* __restrict__
   const int lane = threadIdx.x & 31;
   const int qc = m.r + m.dr;
   const int64_t row = int64_t(blockIdx.x) * 4 + (threadIdx.x >> 5);
+  if (row < int64_t(m.H) * qc && row % qc < m.r && lane == 0 && blockIdx.y == 0)
+    prefetch_l2(w + uint64_t(row / qc) * mat_bytes + uint64_t(row % qc) * row_bytes, row_bytes);
+  wait_for_inputs();
   if (row >= int64_t(m.H) * qc) return;
   const int h = int(row / qc), c = int(row % qc);
   const int64_t t0 = int64_t(blockIdx.y) * NT;
@@ -135,10 +143,13 @@ __global__ void __launch_bounds__(128) mla_out(const float* __restrict__ olat, i
                                                 uint64_t mat_bytes, float* __restrict__ out, int64_t out_stride) {
   const int lane = threadIdx.x & 31;
   const int64_t row = int64_t(blockIdx.x) * 4 + (threadIdx.x >> 5);
-  if (row >= int64_t(m.H) * m.dv) return;
-  const int h = int(row / m.dv), i = int(row % m.dv);
+  const bool valid = row < int64_t(m.H) * m.dv;
+  const int h = valid ? int(row / m.dv) : 0, i = valid ? int(row % m.dv) : 0;
   const uint8_t* wr = kSplit ? w + uint64_t(h) * mat_bytes + uint64_t(i) * row_bytes
                              : w + (uint64_t(h) * (m.dn + m.dv) + m.dn + i) * row_bytes;
+  if (valid && lane == 0 && blockIdx.y == 0) prefetch_l2(wr, row_bytes);
+  wait_for_inputs();
+  if (!valid) return;
   const int64_t t0 = int64_t(blockIdx.y) * NT;
   const int nt = int(n_tok - t0 < NT ? n_tok - t0 : NT);
   float acc[NT];
@@ -208,13 +219,14 @@ class CudaMla final : public Kernel {
         if (s_.split) {
           const dim3 grid(unsigned(cuda::ceil_div(int64_t(m.H) * qc, 4)), tok_blocks);
           auto go = [&](auto ntc) {
-            cuda::mla_q_abs_split<T, decltype(ntc)::value>
-                <<<grid, 128, 0, stream>>>(q.row(t0), nt, m, wk, s_.k_row, s_.k_mat, qcat);
+            cuda::launch(cuda::mla_q_abs_split<T, decltype(ntc)::value>, grid, 128, 0, stream, q.row(t0), nt, m, wk,
+                         s_.k_row, s_.k_mat, qcat);
           };
           nt == 1 ? go(One{}) : go(Tok{});
         } else {
           const dim3 grid(unsigned(cuda::ceil_div(qc, 128)), unsigned(m.H), tok_blocks);
-          cuda::mla_q_abs<T><<<grid, dim3(128, cuda::kQabsSplit), 0, stream>>>(q.row(t0), nt, m, wk, s_.k_row, qcat);
+          cuda::launch(cuda::mla_q_abs<T>, grid, dim3(128, cuda::kQabsSplit), 0, stream, q.row(t0), nt, m, wk, s_.k_row,
+                       qcat);
         }
       });
       cuda::check_launch("cuda mla (q_abs)", a.queue);
@@ -234,8 +246,8 @@ class CudaMla final : public Kernel {
         constexpr GgmlType T = decltype(tc)::value;
         const dim3 grid(unsigned(cuda::ceil_div(int64_t(m.H) * m.dv, 4)), tok_blocks);
         auto go = [&](auto split, auto ntc) {
-          cuda::mla_out<T, decltype(split)::value, decltype(ntc)::value>
-              <<<grid, 128, 0, stream>>>(olat, nt, m, wv, s_.v_row, s_.v_mat, y.row(t0), y.cols);
+          cuda::launch(cuda::mla_out<T, decltype(split)::value, decltype(ntc)::value>, grid, 128, 0, stream, olat, nt,
+                       m, wv, s_.v_row, s_.v_mat, y.row(t0), y.cols);
         };
         if (s_.split)
           nt == 1 ? go(std::true_type{}, One{}) : go(std::true_type{}, Tok{});

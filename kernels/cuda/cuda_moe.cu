@@ -22,6 +22,7 @@
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_context.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/cuda_launch.cuh"
 #include "kernels/cuda/cuda_matmul.h"
 #include "kernels/cuda/cuda_moe_common.cuh"
 #include "kernels/kernel_bind.h"
@@ -60,6 +61,7 @@ template <int EPL>
 __global__ void __launch_bounds__(128) route_kernel(const float* __restrict__ logits, int64_t n_tok, RouteArgs r,
                                                     const float* __restrict__ bias, int32_t* __restrict__ ids,
                                                     float* __restrict__ weights) {
+  wait_for_inputs();
   __shared__ float sel_s[4][EPL * 32];
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
   const int64_t t = int64_t(blockIdx.x) * 4 + w;
@@ -174,6 +176,7 @@ __global__ void __launch_bounds__(128) route_kernel(const float* __restrict__ lo
 // the table does not cover).
 __global__ void map_expert_slots(const int32_t* __restrict__ ids, int64_t n, const int32_t* __restrict__ slots,
                                  int n_slots, int32_t* __restrict__ out) {
+  wait_for_inputs();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
   const int32_t e = ids[i];
@@ -211,13 +214,14 @@ class CudaMoeGate final : public Kernel {
       const unsigned blocks = unsigned(cuda::ceil_div(n, 4));
       const int epl = int(cuda::ceil_div(ne, 32));
       if (epl <= 2)
-        cuda::route_kernel<2><<<blocks, 128, 0, s>>>(logits, n, r_, bias, ids.i32(), w.f32());
+        cuda::launch(cuda::route_kernel<2>, blocks, 128, 0, s, logits, n, r_, bias, ids.i32(), w.f32());
       else if (epl <= 4)
-        cuda::route_kernel<4><<<blocks, 128, 0, s>>>(logits, n, r_, bias, ids.i32(), w.f32());
+        cuda::launch(cuda::route_kernel<4>, blocks, 128, 0, s, logits, n, r_, bias, ids.i32(), w.f32());
       else if (epl <= 8)
-        cuda::route_kernel<8><<<blocks, 128, 0, s>>>(logits, n, r_, bias, ids.i32(), w.f32());
+        cuda::launch(cuda::route_kernel<8>, blocks, 128, 0, s, logits, n, r_, bias, ids.i32(), w.f32());
       else
-        cuda::route_kernel<cuda::kMaxExpertsPerLane><<<blocks, 128, 0, s>>>(logits, n, r_, bias, ids.i32(), w.f32());
+        cuda::launch(cuda::route_kernel<cuda::kMaxExpertsPerLane>, blocks, 128, 0, s, logits, n, r_, bias, ids.i32(),
+                     w.f32());
       cuda::check_launch("cuda.moe_gate", a.queue);
       return;
     }
@@ -277,6 +281,9 @@ class CudaMoeExperts final : public Kernel {
   struct Setup {
     int device;
     cuda::MatmulOp gate, up, down;
+    // gate and up from one rounding of x, SwiGLU in up's epilogue
+    // (MatmulOp::run_experts_glu).
+    bool glu = false;
     int64_t n_embd, n_ff, nu, chunk;
     int32_t* slots = nullptr;  // device copy of expert_slots; null: every id is its slice
     int n_slots = 0;
@@ -310,18 +317,23 @@ class CudaMoeExperts final : public Kernel {
       const int64_t nt = std::min(s_.chunk, x.rows - t0), np = nt * s_.nu;
       const int32_t* id = ids.i32() + t0 * s_.nu;
       if (s_.slots) {
-        cuda::map_expert_slots<<<unsigned(cuda::ceil_div(np, 256)), 256, 0, s>>>(id, np, s_.slots, s_.n_slots, mapped);
+        cuda::launch(cuda::map_expert_slots, unsigned(cuda::ceil_div(np, 256)), 256, 0, s, id, np, s_.slots, s_.n_slots,
+                     mapped);
         cuda::check_launch("cuda.moe_experts (expert slots)", a.queue);
         id = mapped;
       }
-      s_.gate.run_experts(x.row(t0), x.cols, nt, id, np, s_.nu, yg, s_.n_ff, scratch, a.queue);
-      s_.up.run_experts(x.row(t0), x.cols, nt, id, np, s_.nu, yu, s_.n_ff, scratch, a.queue);
-      const int64_t nh = np * s_.n_ff;
-      cuda::swiglu_kernel<<<unsigned(cuda::ceil_div(nh, 256)), 256, 0, s>>>(yg, yu, nh, yg);
-      cuda::check_launch("cuda.moe_experts (swiglu)", a.queue);
+      if (s_.glu) {
+        s_.gate.run_experts_glu(s_.up, x.row(t0), x.cols, nt, id, np, s_.nu, yg, s_.n_ff, scratch, a.queue);
+      } else {
+        s_.gate.run_experts(x.row(t0), x.cols, nt, id, np, s_.nu, yg, s_.n_ff, scratch, a.queue);
+        s_.up.run_experts(x.row(t0), x.cols, nt, id, np, s_.nu, yu, s_.n_ff, scratch, a.queue);
+        const int64_t nh = np * s_.n_ff;
+        cuda::launch(cuda::swiglu_kernel, unsigned(cuda::ceil_div(nh, 256)), 256, 0, s, yg, yu, nh, yg);
+        cuda::check_launch("cuda.moe_experts (swiglu)", a.queue);
+      }
       s_.down.run_experts(yg, s_.n_ff, np, id, np, 1, yd, s_.n_embd, scratch, a.queue);
-      cuda::combine_experts<<<cuda::combine_grid(s_.n_embd, nt), 256, 0, s>>>(
-          yd, wts.f32() + t0 * s_.nu, int(s_.nu), s_.n_embd, y.row(t0));
+      cuda::launch(cuda::combine_experts, cuda::combine_grid(s_.n_embd, nt), 256, 0, s, yd, wts.f32() + t0 * s_.nu,
+                   int(s_.nu), s_.n_embd, y.row(t0));
       cuda::check_launch("cuda.moe_experts (combine)", a.queue);
     }
   }
@@ -378,6 +390,7 @@ std::unique_ptr<Kernel> make_cuda_moe_experts(const CallSpec& s, std::string* er
       !st.up.init(s.weights[1], st.chunk, s.rounding, error, true) ||
       !st.down.init(s.weights[2], st.chunk * st.nu, s.rounding, error, true))
     return nullptr;
+  st.glu = st.gate.glu_pair(st.up);
   if (!cuda::reserve_workspace(s.device, CudaMoeExperts::scratch_bytes(st), error)) return nullptr;
   if (!slots.empty()) {
     // Bound once, read by every step: a plain synchronous upload.

@@ -1,20 +1,23 @@
-// What the two routed-expert kernels share (cuda_moe.cu: weights on the GPU;
-// cuda_moe_streamed.cu: weights copied from host memory per step): SwiGLU and
-// the weighted sum of each token's choices, both in double as the reference
-// (kernels/cpu/ops_ref_moe.cpp) takes them.
+// What the two routed-expert kernels share (cuda_moe.cu: a step's pairs one
+// by one; cuda_moe_grouped.cu: tokens grouped by expert, weights resident or
+// streamed): SwiGLU and the weighted sum of each token's choices, both in
+// double as the reference (kernels/cpu/ops_ref_moe.cpp) takes them.
 #pragma once
 
 #include <cstdint>
+
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_launch.cuh"
 
 namespace kt::cuda {
 namespace {
 
 // y = silu(g) * u over n values.
 __global__ void swiglu_kernel(const float* g, const float* u, int64_t n, float* y) {
+  wait_for_inputs();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
-  const float s = float(double(g[i]) / (1.0 + exp(-double(g[i]))));
-  y[i] = float(double(s) * double(u[i]));
+  y[i] = swiglu_value(g[i], u[i]);
 }
 
 // out[t] = sum_k w[t][k] y[t nu + k], in double, choices in order. Block
@@ -24,6 +27,7 @@ __global__ void swiglu_kernel(const float* g, const float* u, int64_t n, float* 
 // token and a loop over the choices, 3.2 now).
 __global__ void combine_experts(const float* __restrict__ y, const float* __restrict__ w, int nu, int64_t n,
                                 float* __restrict__ out) {
+  wait_for_inputs();
   const int64_t t = blockIdx.y;
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;

@@ -43,6 +43,7 @@
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_context.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/cuda_launch.cuh"
 #include "kernels/cuda/cuda_matmul.h"
 #include "kernels/cuda/cuda_moe_common.cuh"
 #include "kernels/kernel_bind.h"
@@ -55,6 +56,7 @@ namespace {
 // xe[i] = x[rows[i]] for i < n (cols floats per row).
 __global__ void gather_rows(const float* __restrict__ x, int64_t cols, const int32_t* __restrict__ rows, int64_t n,
                             float* __restrict__ xe) {
+  wait_for_inputs();
   const int64_t r = blockIdx.x;
   if (r >= n) return;
   const float* src = x + int64_t(rows[r]) * cols;
@@ -65,6 +67,7 @@ __global__ void gather_rows(const float* __restrict__ x, int64_t cols, const int
 // out[pairs[i]] = yd[i] (cols floats per row).
 __global__ void scatter_rows(const float* __restrict__ yd, int64_t cols, const int32_t* __restrict__ pairs, int64_t n,
                              float* __restrict__ out) {
+  wait_for_inputs();
   const int64_t r = blockIdx.x;
   if (r >= n) return;
   const float* src = yd + r * cols;
@@ -286,14 +289,14 @@ class CudaMoeGrouped final : public Kernel {
         for (int m = 0; m < 3; ++m) mats[m] = s_.dev[m] + uint64_t(j) * s_.mat_bytes[m];
       }
       const int64_t o = counts_[size_t(j)];
-      cuda::gather_rows<<<unsigned(c), 256, 0, ls>>>(x.f32(), x.cols, d_rows + o, c, L.xe);
+      cuda::launch(cuda::gather_rows, unsigned(c), 256, 0, ls, x.f32(), x.cols, d_rows + o, c, L.xe);
       s_.gate.at(mats[0]).run(L.xe, s_.n_embd, c, L.yg, s_.n_ff, nullptr, L.scratch, ls);
       s_.up.at(mats[1]).run(L.xe, s_.n_embd, c, L.yu, s_.n_ff, nullptr, L.scratch, ls);
       const int64_t nh = c * s_.n_ff;
-      cuda::swiglu_kernel<<<unsigned(cuda::ceil_div(nh, 256)), 256, 0, ls>>>(L.yg, L.yu, nh, L.yg);
+      cuda::launch(cuda::swiglu_kernel, unsigned(cuda::ceil_div(nh, 256)), 256, 0, ls, L.yg, L.yu, nh, L.yg);
       s_.down.at(mats[2]).run(L.yg, s_.n_ff, c, L.yd, s_.n_embd, nullptr, L.scratch, ls);
       // Each pair's row is written by its expert's lane only.
-      cuda::scatter_rows<<<unsigned(c), 256, 0, ls>>>(L.yd, s_.n_embd, d_pair + o, c, ypairs);
+      cuda::launch(cuda::scatter_rows, unsigned(c), 256, 0, ls, L.yd, s_.n_embd, d_pair + o, c, ypairs);
       if (s_.streamed) cudaEventRecord(free_[r], ls);
       ++k;
     }
@@ -302,8 +305,8 @@ class CudaMoeGrouped final : public Kernel {
       cudaEventRecord(lane_done_[l], lane_[l]);
       cudaStreamWaitEvent(q, lane_done_[l], 0);
     }
-    cuda::combine_experts<<<cuda::combine_grid(s_.n_embd, n), 256, 0, q>>>(ypairs, wts.f32(), int(nu), s_.n_embd,
-                                                                             y.f32());
+    cuda::launch(cuda::combine_experts, cuda::combine_grid(s_.n_embd, n), 256, 0, q, ypairs, wts.f32(), int(nu),
+                 s_.n_embd, y.f32());
     cuda::check_launch("cuda.moe_experts (grouped)", a.queue);
   }
 

@@ -15,6 +15,7 @@
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_context.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/cuda_launch.cuh"
 #include "kernels/kernel_bind.h"
 
 namespace kt::cuda {
@@ -66,6 +67,7 @@ __device__ __forceinline__ void rope_pair(const RopeArgs& r, int32_t pos, int i,
 // Block (t, h): the n_dims / 2 pairs of head h of token t.
 __global__ void rope_kernel(float* __restrict__ y, int64_t cols, int64_t head_dim, int64_t offset,
                             const int32_t* __restrict__ pos, RopeArgs r) {
+  wait_for_inputs();
   const int64_t t = blockIdx.x, h = blockIdx.y;
   float* v = y + t * cols + h * head_dim + offset;
   for (int i = threadIdx.x; i < r.n_dims / 2; i += blockDim.x) rope_pair(r, pos[t], i, v);
@@ -85,6 +87,7 @@ template <class E>
 __global__ void kv_store_kernel(const float* __restrict__ k, const float* __restrict__ v, int64_t k_cols,
                                 int64_t v_cols, const int32_t* __restrict__ slot, const int32_t* __restrict__ pos,
                                 int64_t n_ctx, E* __restrict__ kc, E* __restrict__ vc) {
+  wait_for_inputs();
   const int64_t t = blockIdx.x;
   const int64_t row = int64_t(slot[t]) * n_ctx + pos[t];
   for (int64_t c = threadIdx.x; c < k_cols; c += blockDim.x) store_as(kc + row * k_cols + c, k[t * k_cols + c]);
@@ -104,6 +107,7 @@ __global__ void __launch_bounds__(256) mla_store_kernel(const float* __restrict_
                                                          RopeArgs ra, const int32_t* __restrict__ slot,
                                                          const int32_t* __restrict__ pos, int64_t n_ctx,
                                                          E* __restrict__ lat, E* __restrict__ pe) {
+  wait_for_inputs();
   extern __shared__ float pe_s[];  // dr values
   __shared__ double red[32];
   const int64_t t = blockIdx.x;
@@ -166,8 +170,8 @@ class Rope final : public Kernel {
     if (x.data != y.data) cudaMemcpyAsync(y.data, x.data, size_t(x.rows * x.cols) * 4, cudaMemcpyDeviceToDevice, s);
     const cuda::DeviceStep st = cuda::upload_step(*a.step, a.queue);
     const int threads = std::min(128, std::max(32, r_.n_dims / 2));
-    cuda::rope_kernel<<<dim3(unsigned(y.rows), unsigned(n_heads_)), threads, 0, s>>>(y.f32(), y.cols, head_dim_,
-                                                                                     offset_, st.pos, r_);
+    cuda::launch(cuda::rope_kernel, dim3(unsigned(y.rows), unsigned(n_heads_)), threads, 0, s, y.f32(), y.cols,
+                 head_dim_, offset_, st.pos, r_);
     cuda::check_launch("cuda.rope", a.queue);
   }
 
@@ -189,9 +193,9 @@ class KvStore final : public Kernel {
     const cuda::DeviceStep st = cuda::upload_step(*a.step, a.queue);
     cuda::with_cache_type(kv.type, [&](auto ec) {
       using E = decltype(ec);
-      cuda::kv_store_kernel<E><<<unsigned(k.rows), 256, 0, static_cast<cudaStream_t>(a.queue)>>>(
-          k.f32(), v.f32(), kv.k_cols, kv.v_cols, st.slot, st.pos, kv.n_ctx, static_cast<E*>(kv.k),
-          static_cast<E*>(kv.v));
+      cuda::launch(cuda::kv_store_kernel<E>, unsigned(k.rows), 256, 0, static_cast<cudaStream_t>(a.queue), k.f32(),
+                   v.f32(), kv.k_cols, kv.v_cols, st.slot, st.pos, kv.n_ctx, static_cast<E*>(kv.k),
+                   static_cast<E*>(kv.v));
     });
     cuda::check_launch("cuda.kv_store", a.queue);
   }
@@ -212,9 +216,9 @@ class MlaCacheStore final : public Kernel {
     const cuda::DeviceStep st = cuda::upload_step(*a.step, a.queue);
     cuda::with_cache_type(kv.type, [&](auto ec) {
       using E = decltype(ec);
-      cuda::mla_store_kernel<E><<<unsigned(x.rows), 256, size_t(kv.v_cols) * 4, static_cast<cudaStream_t>(a.queue)>>>(
-          x.f32(), x.cols, kv.k_cols, kv.v_cols, a.weights[0].f32(), eps_, r_, st.slot, st.pos, kv.n_ctx,
-          static_cast<E*>(kv.k), static_cast<E*>(kv.v));
+      cuda::launch(cuda::mla_store_kernel<E>, unsigned(x.rows), 256, size_t(kv.v_cols) * 4,
+                   static_cast<cudaStream_t>(a.queue), x.f32(), x.cols, kv.k_cols, kv.v_cols, a.weights[0].f32(), eps_,
+                   r_, st.slot, st.pos, kv.n_ctx, static_cast<E*>(kv.k), static_cast<E*>(kv.v));
     });
     cuda::check_launch("cuda.mla_cache_store", a.queue);
   }

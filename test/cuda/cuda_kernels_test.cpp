@@ -491,13 +491,20 @@ TEST(CudaKernels, MoeGateRoutingHookPath) {
 TEST(CudaKernels, MoeExpertsOnTheGpu) {
   KT_REQUIRE_GPU();
   SplitMix64 rng(16);
+  // Quantized gate and up with one activation rounding take one rounding and
+  // the SwiGLU in up's epilogue (Q4_K with Q5_K too); Q4_K with Q8_0 (Q8_K and
+  // Q8_0 roundings) and the float types the separate products.
   struct E {
-    GgmlType gu, down;
+    GgmlType gate, up, down;
     int64_t n_embd, n_ff, ne, nu;
   };
   uint64_t seed = 400;
-  for (const E e : {E{GgmlType::F32, GgmlType::F32, 64, 32, 8, 2}, E{GgmlType::Q4_K, GgmlType::Q6_K, 512, 256, 8, 3},
-                    E{GgmlType::Q8_0, GgmlType::Q5_0, 96, 64, 6, 2}, E{GgmlType::IQ4_XS, GgmlType::Q5_K, 256, 512, 4, 2}}) {
+  for (const E e : {E{GgmlType::F32, GgmlType::F32, GgmlType::F32, 64, 32, 8, 2},
+                    E{GgmlType::Q4_K, GgmlType::Q4_K, GgmlType::Q6_K, 512, 256, 8, 3},
+                    E{GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, 512, 256, 8, 3},
+                    E{GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::Q6_K, 512, 256, 8, 3},
+                    E{GgmlType::Q8_0, GgmlType::Q8_0, GgmlType::Q5_0, 96, 64, 6, 2},
+                    E{GgmlType::IQ4_XS, GgmlType::IQ4_XS, GgmlType::Q5_K, 256, 512, 4, 2}}) {
     for (int64_t rows : {1, 5}) {
       for (Rounding r : {Rounding::GgmlCpu, Rounding::Exact}) {
         Call c;
@@ -514,14 +521,14 @@ TEST(CudaKernels, MoeExpertsOnTheGpu) {
         c.in.push_back(Buf::i32(e.nu, rows, ids));
         c.in.push_back(Buf::f32(e.nu, rows, w));
         c.out.push_back(Buf::f32(e.n_embd, rows));
-        c.weights.push_back(Weight::random("gate_exps", e.gu, e.n_embd, e.n_ff, e.ne, ++seed));
-        c.weights.push_back(Weight::random("up_exps", e.gu, e.n_embd, e.n_ff, e.ne, ++seed));
+        c.weights.push_back(Weight::random("gate_exps", e.gate, e.n_embd, e.n_ff, e.ne, ++seed));
+        c.weights.push_back(Weight::random("up_exps", e.up, e.n_embd, e.n_ff, e.ne, ++seed));
         c.weights.push_back(Weight::random("down_exps", e.down, e.n_ff, e.n_embd, e.ne, ++seed));
         // GgmlCpu: the GPU's gate/up differ from the reference by float summation
         // order, which can move an intermediate value across an 8-bit rounding step.
         compare(c, r == Rounding::GgmlCpu ? 1e-4 : 1e-5,
-                std::string("moe_experts ") + std::string(type_name(e.gu)) + "/" + std::string(type_name(e.down)) +
-                    " x " + std::to_string(rows) + " " + rname(r));
+                std::string("moe_experts ") + std::string(type_name(e.gate)) + "/" + std::string(type_name(e.up)) +
+                    "/" + std::string(type_name(e.down)) + " x " + std::to_string(rows) + " " + rname(r));
       }
     }
   }
