@@ -1,0 +1,131 @@
+// The CUDA attention kernels against their CPU reference kernels on random
+// inputs: GQA split-K over several sequences, prompts and mixed steps, and MLA
+// in absorbed and decompressed form (cuda_compare.h).
+#include <algorithm>
+#include <cstdio>
+
+#include "test/cuda/cuda_compare.h"
+
+namespace kt::test {
+namespace {
+
+// ---- attention ---------------------------------------------------------------------
+
+// Steps: decode of three sequences, a prompt, a mixed step.
+std::vector<StepData> attention_steps() {
+  std::vector<StepData> v;
+  StepData d;
+  d.add_run(0, 300, 1);
+  d.add_run(2, 5, 1);
+  d.add_run(1, 1000, 1);
+  v.push_back(d);
+  StepData p;
+  p.add_run(1, 0, 21);
+  v.push_back(p);
+  StepData m;
+  m.add_run(2, 40, 6);
+  m.add_run(0, 511, 1);
+  v.push_back(m);
+  return v;
+}
+
+TEST(CudaKernels, AttentionGqaSplitK) {
+  KT_REQUIRE_GPU();
+  SplitMix64 rng(9);
+  struct S {
+    int h, hkv, dk, dv;
+  };
+  for (const S s : {S{8, 2, 64, 64}, S{4, 4, 16, 16}, S{32, 8, 128, 128}, S{6, 3, 40, 24}}) {
+    for (GgmlType t : {GgmlType::F32, GgmlType::F16}) {
+      for (Rounding r : {Rounding::GgmlCpu, Rounding::Exact}) {
+        for (const StepData& st : attention_steps()) {
+          Call c;
+          c.op = "attention";
+          c.rounding = r;
+          c.kv = std::make_unique<Kv>(
+              random_kv(kern::KvView::Kind::Kv, t, 3, 1024, s.hkv, int64_t(s.hkv) * s.dk, int64_t(s.hkv) * s.dv, 10));
+          c.step = st;
+          const int64_t n = int64_t(st.pos.size());
+          c.in.push_back(Buf::f32(int64_t(s.h) * s.dk, n, random_floats(size_t(s.h * s.dk * n), rng)));
+          c.out.push_back(Buf::f32(int64_t(s.h) * s.dv, n));
+          c.param("n_heads", s.h);
+          c.param("n_kv_heads", s.hkv);
+          c.param("head_dim_k", s.dk);
+          c.param("head_dim_v", s.dv);
+          c.paramf("kq_scale", 1.0 / std::sqrt(double(s.dk)) * 3.0);
+          // GgmlCpu: the reference also rounds the probabilities to F16 (ggml's
+          // F16 cache product); the GPU's online softmax keeps them in float.
+          compare(c, r == Rounding::GgmlCpu ? 2e-3 : 1e-5,
+                  "attention h" + std::to_string(s.h) + " kv" + std::to_string(s.hkv) + " " +
+                      std::string(type_name(t)) + " " + rname(r) + " " + std::to_string(n) + " tokens");
+        }
+      }
+    }
+  }
+}
+
+struct MlaShape {
+  int h, dn, dr, dv, r;
+};
+
+Call mla_call(const MlaShape& m, bool absorbed, bool split, GgmlType wt, GgmlType cache, Rounding rnd,
+              const StepData& st, SplitMix64& rng) {
+  Call c;
+  c.op = absorbed ? "mla_attention_absorbed" : "mla_attention";
+  c.rounding = rnd;
+  c.kv = std::make_unique<Kv>(random_kv(kern::KvView::Kind::MlaLatent, cache, 3, 1024, 1, m.r, m.dr, 12));
+  c.step = st;
+  const int64_t n = int64_t(st.pos.size());
+  c.in.push_back(Buf::f32(int64_t(m.h) * (m.dn + m.dr), n, random_floats(size_t(m.h * (m.dn + m.dr) * n), rng)));
+  c.out.push_back(Buf::f32(int64_t(m.h) * m.dv, n));
+  if (split) {
+    // k_b [d_nope, r, H] (rows of d_nope: a 32-block type), v_b [r, d_v, H].
+    c.weights.push_back(Weight::random("k_b", GgmlType::Q8_0, m.dn, m.r, m.h, 21));
+    c.weights.push_back(Weight::random("v_b", wt, m.r, m.dv, m.h, 22));
+  } else {
+    c.weights.push_back(Weight::random("kv_b", wt, m.r, int64_t(m.h) * (m.dn + m.dv), 1, 23));
+  }
+  c.param("n_heads", m.h);
+  c.param("d_nope", m.dn);
+  c.param("d_rope", m.dr);
+  c.param("d_v", m.dv);
+  c.param("kv_lora_rank", m.r);
+  c.paramf("kq_scale", 0.7 / std::sqrt(double(m.dn + m.dr)));
+  return c;
+}
+
+TEST(CudaKernels, MlaAbsorbedAndDecompressed) {
+  KT_REQUIRE_GPU();
+  SplitMix64 rng(13);
+  const MlaShape tiny{4, 32, 16, 32, 64}, v2{16, 128, 64, 128, 512};
+  struct Case {
+    MlaShape m;
+    GgmlType wt;
+    bool split;
+  };
+  for (const Case k : {Case{tiny, GgmlType::F32, false}, Case{tiny, GgmlType::Q8_0, false},
+                       Case{v2, GgmlType::Q4_K, false}, Case{v2, GgmlType::Q6_K, true},
+                       Case{v2, GgmlType::IQ4_XS, false}}) {
+    for (GgmlType cache : {GgmlType::F32, GgmlType::F16}) {
+      if (k.m.h == 16 && cache == GgmlType::F32 && k.wt != GgmlType::Q4_K) continue;  // keep the run short
+      for (Rounding r : {Rounding::GgmlCpu, Rounding::Exact}) {
+        for (bool absorbed : {true, false}) {
+          for (const StepData& st : attention_steps()) {
+            if (!absorbed && k.m.h == 16 && st.pos.size() > 10) continue;  // CPU decompression is slow
+            const Call c = mla_call(k.m, absorbed, k.split, k.wt, cache, r, st, rng);
+            // Decompressed + GgmlCpu: the reference rounds its decompressed K, V,
+            // queries and probabilities to F16; the GPU computes absorbed.
+            const double tol = (!absorbed && r == Rounding::GgmlCpu) ? 5e-3 : 2e-5;
+            compare(c, tol,
+                    c.op + " h" + std::to_string(k.m.h) + " " + std::string(type_name(k.wt)) +
+                        (k.split ? " k_b/v_b" : " kv_b") + " cache " + std::string(type_name(cache)) + " " +
+                        rname(r) + " " + std::to_string(st.pos.size()) + " tokens");
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kt::test

@@ -1,0 +1,274 @@
+// The CUDA MoE kernels against their CPU reference kernels on random inputs:
+// the router (softmax and sigmoid, grouped top-k, the routing hook's host
+// path) and the experts (vector, subset by slots, grouped resident and
+// streamed) (cuda_compare.h).
+#include <algorithm>
+#include <cstdio>
+
+#include "kernels/cuda/cuda_matmul.h"
+#include "test/cuda/cuda_compare.h"
+
+namespace kt::test {
+namespace {
+
+// ---- MoE ----------------------------------------------------------------------------
+
+// Records margins; optionally makes token `swap_token` take its runner-up.
+class Hook final : public kern::RoutingHook {
+ public:
+  int64_t swap_token = -1;
+  std::vector<float> margins;
+  void on_route(kern::RouteEvent& e) override {
+    margins.assign(e.margins, e.margins + e.step->n_tokens);
+    if (swap_token >= 0 && swap_token < e.step->n_tokens) e.take_runner_up(swap_token, 1);
+  }
+};
+
+struct GateCase {
+  int64_t n_embd, n_expert, n_used;
+  int gating;
+  bool bias;
+  int n_group, topk_group;
+  bool norm;
+  double scale;
+  GgmlType wt;
+};
+
+Call gate_call(const GateCase& g, int64_t rows, SplitMix64& rng, uint64_t seed) {
+  Call c;
+  c.op = "moe_gate";
+  c.in.push_back(Buf::f32(g.n_embd, rows, random_floats(size_t(g.n_embd * rows), rng)));
+  c.out.push_back(Buf::i32(g.n_used, rows));
+  c.out.push_back(Buf::f32(g.n_used, rows));
+  c.weights.push_back(Weight::random("gate_inp", g.wt, g.n_embd, g.n_expert, 1, seed, 0.0f, 0.2f));
+  if (g.bias) c.weights.push_back(Weight::f32("exp_probs_b", random_floats(size_t(g.n_expert), rng, 0, 0.1f), g.n_expert));
+  c.param("n_used", g.n_used);
+  c.param("gating", g.gating);
+  c.param("n_group", g.n_group);
+  c.param("topk_group", g.topk_group);
+  c.param("norm", g.norm ? 1 : 0);
+  c.paramf("scale", g.scale);
+  c.step.add_run(0, 0, int32_t(rows));
+  return c;
+}
+
+TEST(CudaKernels, MoeGateMatchesReferenceRouting) {
+  KT_REQUIRE_GPU();
+  SplitMix64 rng(14);
+  const GateCase cases[] = {
+      {2048, 64, 6, 1, false, 1, 1, false, 0.0, GgmlType::F32},     // DeepSeek-V2-Lite
+      {7168, 256, 8, 2, true, 8, 4, true, 2.5, GgmlType::F32},      // DeepSeek-V3
+      {2048, 60, 4, 1, false, 1, 1, false, 0.0, GgmlType::F32},     // Qwen2-MoE
+      {512, 8, 2, 1, false, 1, 1, true, 0.0, GgmlType::Q8_0},       // Mixtral-like, quantized router
+      {256, 100, 5, 2, false, 1, 1, true, 0.0, GgmlType::F32},      // 4 experts a lane
+      {256, 384, 8, 2, true, 1, 1, true, 2.827, GgmlType::F32},     // Kimi-K2-like: 16 a lane
+  };
+  uint64_t seed = 200;
+  for (const GateCase& g : cases) {
+    for (int64_t rows : {1, 7}) {
+      Call c = gate_call(g, rows, rng, ++seed);
+      Hook cpu_hook;
+      c.hook = &cpu_hook;
+      const Outcome cpu = run_cpu(c);  // with the hook: margins
+      c.hook = nullptr;
+      const Outcome gpu = run_gpu(c);  // the GPU's own routing
+      ASSERT_TRUE(cpu.error.empty() && gpu.error.empty()) << cpu.error << gpu.error;
+      const auto ci = cpu.out[0].ints(), gi = gpu.out[0].ints();
+      const auto cw = cpu.out[1].floats(), gw = gpu.out[1].floats();
+      for (int64_t t = 0; t < rows; ++t) {
+        const bool tie = cpu_hook.margins[size_t(t)] < 1e-5f;
+        bool same = true;
+        for (int64_t k = 0; k < g.n_used; ++k) same = same && ci[size_t(t * g.n_used + k)] == gi[size_t(t * g.n_used + k)];
+        if (tie) continue;  // a near tie may fall either way
+        EXPECT_TRUE(same) << g.n_expert << " experts, token " << t << " (margin " << cpu_hook.margins[size_t(t)] << ")";
+        std::vector<float> a(cw.begin() + t * g.n_used, cw.begin() + (t + 1) * g.n_used);
+        std::vector<float> b(gw.begin() + t * g.n_used, gw.begin() + (t + 1) * g.n_used);
+        const double e = rel_l2(b, a);
+        note("moe_gate weights (ggml)", e);
+        EXPECT_LE(e, 1e-5) << g.n_expert << " experts, token " << t;
+      }
+    }
+  }
+}
+
+TEST(CudaKernels, MoeGateRoutingHookPath) {
+  KT_REQUIRE_GPU();
+  SplitMix64 rng(15);
+  const GateCase g{1024, 256, 8, 2, true, 8, 4, true, 2.5, GgmlType::F32};
+  Call c = gate_call(g, 5, rng, 300);
+  Hook h1, h2;
+  h1.swap_token = 2;
+  h2.swap_token = 2;
+  c.hook = &h1;
+  const Outcome cpu = run_cpu(c);
+  c.hook = &h2;
+  const Outcome gpu = run_gpu(c);
+  ASSERT_TRUE(cpu.error.empty() && gpu.error.empty()) << cpu.error << gpu.error;
+  EXPECT_EQ(gpu.out[0].ints(), cpu.out[0].ints());
+  EXPECT_LE(rel_l2(gpu.out[1].floats(), cpu.out[1].floats()), 1e-5);
+  ASSERT_EQ(h2.margins.size(), 5u);
+  for (size_t t = 0; t < 5; ++t) EXPECT_NEAR(h2.margins[t], h1.margins[t], 1e-5);
+}
+
+TEST(CudaKernels, MoeExpertsOnTheGpu) {
+  KT_REQUIRE_GPU();
+  SplitMix64 rng(16);
+  // Quantized gate and up with one activation rounding take one rounding and
+  // the SwiGLU in up's epilogue (Q4_K with Q5_K too); Q4_K with Q8_0 (Q8_K and
+  // Q8_0 roundings) and the float types the separate products.
+  struct E {
+    GgmlType gate, up, down;
+    int64_t n_embd, n_ff, ne, nu;
+  };
+  uint64_t seed = 400;
+  for (const E e : {E{GgmlType::F32, GgmlType::F32, GgmlType::F32, 64, 32, 8, 2},
+                    E{GgmlType::Q4_K, GgmlType::Q4_K, GgmlType::Q6_K, 512, 256, 8, 3},
+                    E{GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, 512, 256, 8, 3},
+                    E{GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::Q6_K, 512, 256, 8, 3},
+                    E{GgmlType::Q8_0, GgmlType::Q8_0, GgmlType::Q5_0, 96, 64, 6, 2},
+                    E{GgmlType::IQ4_XS, GgmlType::IQ4_XS, GgmlType::Q5_K, 256, 512, 4, 2}}) {
+    for (int64_t rows : {1, 5}) {
+      for (Rounding r : {Rounding::GgmlCpu, Rounding::Exact}) {
+        Call c;
+        c.op = "moe_experts";
+        c.rounding = r;
+        c.in.push_back(Buf::f32(e.n_embd, rows, random_floats(size_t(e.n_embd * rows), rng)));
+        std::vector<int32_t> ids;
+        std::vector<float> w;
+        for (int64_t t = 0; t < rows; ++t)
+          for (int64_t k = 0; k < e.nu; ++k) {
+            ids.push_back(int32_t((t * 3 + k * 5 + (k == 1 ? 1 : 0)) % e.ne));
+            w.push_back(0.2f + 0.5f * rng.uniform());
+          }
+        c.in.push_back(Buf::i32(e.nu, rows, ids));
+        c.in.push_back(Buf::f32(e.nu, rows, w));
+        c.out.push_back(Buf::f32(e.n_embd, rows));
+        c.weights.push_back(Weight::random("gate_exps", e.gate, e.n_embd, e.n_ff, e.ne, ++seed));
+        c.weights.push_back(Weight::random("up_exps", e.up, e.n_embd, e.n_ff, e.ne, ++seed));
+        c.weights.push_back(Weight::random("down_exps", e.down, e.n_ff, e.n_embd, e.ne, ++seed));
+        // GgmlCpu: the GPU's gate/up differ from the reference by float summation
+        // order, which can move an intermediate value across an 8-bit rounding step.
+        compare(c, r == Rounding::GgmlCpu ? 1e-4 : 1e-5,
+                std::string("moe_experts ") + std::string(type_name(e.gate)) + "/" + std::string(type_name(e.up)) +
+                    "/" + std::string(type_name(e.down)) + " x " + std::to_string(rows) + " " + rname(r));
+      }
+    }
+  }
+}
+
+// Hot experts placed on the GPU (kt-place-experts): the call holds a subset of
+// the slices and expert_slots maps the router's ids to them (-1: held by the
+// CPU). The GPU must skip the others exactly as the reference does; the result
+// is a real share of the whole (neither zeros nor everything).
+TEST(CudaKernels, MoeExpertsOfASubsetBySlots) {
+  KT_REQUIRE_GPU();
+  SplitMix64 rng(26);
+  const int64_t n_embd = 512, n_ff = 256, n_expert = 8, held = 3, nu = 3;
+  for (int64_t rows : {1, 6}) {
+    Call c;
+    c.op = "moe_experts";
+    c.in.push_back(Buf::f32(n_embd, rows, random_floats(size_t(n_embd * rows), rng)));
+    std::vector<int32_t> ids;
+    std::vector<float> w;
+    for (int64_t t = 0; t < rows; ++t)
+      for (int64_t k = 0; k < nu; ++k) {
+        ids.push_back(int32_t((t * 3 + k * 5 + 1) % n_expert));
+        w.push_back(0.2f + 0.5f * rng.uniform());
+      }
+    c.in.push_back(Buf::i32(nu, rows, ids));
+    c.in.push_back(Buf::f32(nu, rows, w));
+    c.out.push_back(Buf::f32(n_embd, rows));
+    c.weights.push_back(Weight::random("gate_exps", GgmlType::Q4_K, n_embd, n_ff, held, 700 + uint64_t(rows)));
+    c.weights.push_back(Weight::random("up_exps", GgmlType::Q4_K, n_embd, n_ff, held, 710 + uint64_t(rows)));
+    c.weights.push_back(Weight::random("down_exps", GgmlType::Q6_K, n_ff, n_embd, held, 720 + uint64_t(rows)));
+    kern::Param slots;
+    slots.key = "expert_slots";
+    slots.ints = {-1, 2, -1, -1, 0, -1, 1, -1};  // experts 4, 6, 1 are held, in that order
+    c.params.push_back(slots);
+    compare(c, 1e-4, "moe_experts with expert_slots x " + std::to_string(rows));
+    const Outcome cpu = run_cpu(c);
+    ASSERT_TRUE(cpu.error.empty()) << cpu.error;
+    double norm = 0;
+    for (float v : cpu.out[0].floats()) norm += double(v) * double(v);
+    EXPECT_GT(norm, 0.0) << "no chosen expert was held";
+  }
+}
+
+// The grouped path (cuda_moe_grouped.cu): streamed experts (streamed=1, the
+// plan's prefill.long: weights in host memory, copied expert by expert into
+// the GPU's ring of slots) and resident ones (cuda.moe_experts from 64 rows).
+// Against the reference on random routings: rows at the vector path (<= 48
+// per expert) and at the tile path (more), more experts than the ring holds
+// (so slots are reused while copies run ahead), experts nobody chose, and a
+// subset by expert_slots (hot experts elsewhere). Tile-path rows go through
+// two fp16 GEMMs in a row (gate/up, then down; cuda.matmul's tiles alone are
+// held to 2e-3), hence the looser tolerance there.
+TEST(CudaKernels, MoeExpertsGroupedStreamedAndResident) {
+  KT_REQUIRE_GPU();
+  SplitMix64 rng(36);
+  struct E {
+    GgmlType gu, down;
+    int64_t n_embd, n_ff, ne, nu, rows;
+    bool subset;
+  };
+  uint64_t seed = 900;
+  for (const E e : {E{GgmlType::Q4_K, GgmlType::Q6_K, 512, 256, 11, 3, 1, false},
+                    E{GgmlType::Q4_K, GgmlType::Q6_K, 512, 256, 11, 3, 37, false},
+                    E{GgmlType::Q8_0, GgmlType::Q5_0, 96, 64, 6, 2, 200, false},
+                    E{GgmlType::IQ4_XS, GgmlType::Q5_K, 256, 512, 9, 2, 300, true},
+                    E{GgmlType::F32, GgmlType::F32, 64, 32, 5, 2, 20, false}}) {
+    for (bool streamed : {true, false}) {
+      if (!streamed && e.rows < 64) continue;  // the resident kernel's vector path: MoeExpertsOnTheGpu
+      Call c;
+      c.op = "moe_experts";
+      c.weights_on_host = streamed;
+      if (streamed) c.param("streamed", 1);
+      c.in.push_back(Buf::f32(e.n_embd, e.rows, random_floats(size_t(e.n_embd * e.rows), rng)));
+      std::vector<int32_t> ids;
+      std::vector<float> w;
+      // Expert 2 is never chosen; the others by a skewed random draw.
+      for (int64_t t = 0; t < e.rows; ++t) {
+        std::vector<int32_t> taken;
+        while (int64_t(taken.size()) < e.nu) {
+          int32_t x = int32_t(double(e.ne) * rng.uniform() * rng.uniform());
+          if (x == 2 || x >= e.ne || std::find(taken.begin(), taken.end(), x) != taken.end()) continue;
+          taken.push_back(x);
+        }
+        for (int32_t x : taken) {
+          ids.push_back(x);
+          w.push_back(0.2f + 0.5f * rng.uniform());
+        }
+      }
+      int64_t held = e.ne;
+      if (e.subset) {
+        // Slices 0..3 hold experts 7, 1, 4, 0; the rest are elsewhere.
+        held = 4;
+        kern::Param slots;
+        slots.key = "expert_slots";
+        slots.ints.assign(size_t(e.ne), -1);
+        slots.ints[7] = 0, slots.ints[1] = 1, slots.ints[4] = 2, slots.ints[0] = 3;
+        c.params.push_back(slots);
+      }
+      c.in.push_back(Buf::i32(e.nu, e.rows, ids));
+      c.in.push_back(Buf::f32(e.nu, e.rows, w));
+      c.out.push_back(Buf::f32(e.n_embd, e.rows));
+      c.weights.push_back(Weight::random("gate_exps", e.gu, e.n_embd, e.n_ff, held, ++seed));
+      c.weights.push_back(Weight::random("up_exps", e.gu, e.n_embd, e.n_ff, held, ++seed));
+      c.weights.push_back(Weight::random("down_exps", e.down, e.n_ff, e.n_embd, held, ++seed));
+      const bool tiles = e.gu != GgmlType::F32 && e.rows * e.nu / held > cuda::MatmulOp::kVectorRows;
+      const std::string how = streamed ? "streamed" : "grouped";
+      compare(c, tiles ? 5e-3 : 1e-4,
+              how + " moe_experts " + std::string(type_name(e.gu)) + "/" + std::string(type_name(e.down)) + " x " +
+                  std::to_string(e.rows) + (e.subset ? " (subset)" : ""),
+              "moe_experts " + how);
+      const Outcome cpu = run_cpu(c);
+      ASSERT_TRUE(cpu.error.empty()) << cpu.error;
+      double norm = 0;
+      for (float v : cpu.out[0].floats()) norm += double(v) * double(v);
+      EXPECT_GT(norm, 0.0);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kt::test
