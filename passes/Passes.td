@@ -177,6 +177,18 @@ def InsertTransfers : Pass<"kt-insert-transfers", "::mlir::ModuleOp"> {
   let dependentDialects = ["::kt::exec::KtExecDialect"];
 }
 
+def FuseCalls : Pass<"kt-fuse-calls", "::mlir::ModuleOp"> {
+  let summary = "Join adjacent kernel calls that one kernel does at once";
+  let description = [{
+    After kt-insert-transfers, before kt-plan-memory (not in DESIGN.md's
+    seven: passes/README.md). In each phase, "X.add" [a, b] -> [y] followed
+    by "X.rms_norm" [y] -> [h] over whole rows, on one device, becomes
+    "X.add_rms_norm" [a, b] -> [y, h]: the same operations, one kernel call
+    (on a GPU, one launch less in decode's chain of small kernels).
+  }];
+  let dependentDialects = ["::kt::exec::KtExecDialect"];
+}
+
 def PlanMemory : Pass<"kt-plan-memory", "::mlir::ModuleOp"> {
   let summary = "Give buffers arena offsets from their lifetimes";
   let description = [{

@@ -7,6 +7,7 @@ std::span<const KernelEntry> cpu_kernels() {
       {"cpu.embed", make_cpu_embed, "token embedding rows of a (quantized) table"},
       {"cpu.rms_norm", make_cpu_rms_norm, "RMSNorm times a weight, per row or per group of columns"},
       {"cpu.add", make_cpu_add, "elementwise sum of two buffers"},
+      {"cpu.add_rms_norm", make_cpu_add_rms_norm, "a sum of two buffers and its RMSNorm times a weight (kt-fuse-calls)"},
       {"cpu.silu_mul", make_cpu_silu_mul, "SwiGLU's product silu(gate) * up"},
       {"cpu.sigmoid_gate_add", make_cpu_sigmoid_gate_add, "a + sigmoid(g) * b (Qwen2-MoE's gated shared expert)"},
       {"cpu.select_rows", make_cpu_select_rows, "the step's output rows (the tokens whose logits are wanted)"},

@@ -19,6 +19,7 @@ std::span<const KernelEntry> cpu_kernels();
 // Factories, one per kernel (cpu_kernels_*.cpp).
 std::unique_ptr<Kernel> make_cpu_embed(const CallSpec&, std::string*);
 std::unique_ptr<Kernel> make_cpu_rms_norm(const CallSpec&, std::string*);
+std::unique_ptr<Kernel> make_cpu_add_rms_norm(const CallSpec&, std::string*);
 std::unique_ptr<Kernel> make_cpu_add(const CallSpec&, std::string*);
 std::unique_ptr<Kernel> make_cpu_silu_mul(const CallSpec&, std::string*);
 std::unique_ptr<Kernel> make_cpu_sigmoid_gate_add(const CallSpec&, std::string*);

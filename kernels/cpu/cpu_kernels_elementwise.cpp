@@ -50,6 +50,27 @@ class RmsNorm final : public Kernel {
   float eps_;
 };
 
+// cpu.add_rms_norm — out[0] = in[0] + in[1], out[1] = rms_norm(out[0]) *
+// weights[0] over whole rows: a residual sum and the norm that opens the next
+// block, which kt-fuse-calls joins into one call (on a GPU, one launch less in
+// the decode chain). params: eps. The same operations as cpu.add then
+// cpu.rms_norm, so the same bits.
+class AddRmsNorm final : public Kernel {
+ public:
+  explicit AddRmsNorm(float eps) : eps_(eps) {}
+  void run(const CallArgs& a) override {
+    const Act &x = a.in[0], &z = a.in[1], &y = a.out[0], &h = a.out[1];
+    const float* w = a.weights[0].f32();
+    a.par->for_range(x.rows, [&](int64_t b, int64_t e, int) {
+      ref::add(x.row(b), z.row(b), (e - b) * x.cols, y.row(b));
+      ref::rms_norm(y.row(b), w, x.cols, e - b, eps_, h.row(b));
+    });
+  }
+
+ private:
+  float eps_;
+};
+
 // cpu.add — out[0] = in[0] + in[1].
 class Add final : public Kernel {
  public:
@@ -153,6 +174,20 @@ std::unique_ptr<Kernel> make_cpu_add(const CallSpec& s, std::string* error) {
   Binder b(s, error);
   if (same_shapes(b, 2)) b.in_cols(1, s.in[0].cols);
   return b.done(std::make_unique<Add>());
+}
+
+std::unique_ptr<Kernel> make_cpu_add_rms_norm(const CallSpec& s, std::string* error) {
+  Binder b(s, error);
+  if (!b.arity(2, 2, 1)) return nullptr;
+  const double eps = b.f("eps");
+  b.in_type(0, GgmlType::F32);
+  b.in_type(1, GgmlType::F32);
+  b.in_cols(1, s.in[0].cols);
+  b.out_cols(0, s.in[0].cols);
+  b.out_cols(1, s.in[0].cols);
+  b.check(s.weights[0].type == GgmlType::F32, "weight '", std::string(s.weights[0].name), "' must be F32");
+  b.weight_shape(0, s.in[0].cols);
+  return b.done(std::make_unique<AddRmsNorm>(float(eps)));
 }
 
 std::unique_ptr<Kernel> make_cpu_silu_mul(const CallSpec& s, std::string* error) {

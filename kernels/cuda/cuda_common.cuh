@@ -80,24 +80,31 @@ __device__ __forceinline__ T block_sum(T v, T* scratch) {
 
 // A row of n values spread over the block, R a thread (value threadIdx.x + k
 // blockDim.x), loaded into registers before any is used (a one-block row's
-// time is its chain of latencies): v[k] = row[i], w[k] = weight[i] (1 where
+// time is its chain of latencies): v[k] = value(i), w[k] = weight[i] (1 where
 // weight is null), both 0 past n. Returns the block's sum of squares in
 // double, as the reference's RMSNorm takes it; its barrier also publishes the
 // block's earlier shared-memory stores.
-template <int R>
-__device__ __forceinline__ double load_row_sum_squares(const float* __restrict__ row,
-                                                       const float* __restrict__ weight, int64_t n, float (&v)[R],
-                                                       float (&w)[R], double* red) {
+template <int R, class Value>
+__device__ __forceinline__ double load_values_sum_squares(Value value, const float* __restrict__ weight, int64_t n,
+                                                          float (&v)[R], float (&w)[R], double* red) {
 #pragma unroll
   for (int k = 0; k < R; ++k) {
     const int64_t i = threadIdx.x + int64_t(k) * blockDim.x;
-    v[k] = i < n ? row[i] : 0.0f;
+    v[k] = i < n ? value(i) : 0.0f;
     w[k] = i < n ? (weight ? weight[i] : 1.0f) : 0.0f;
   }
   double ss = 0.0;
 #pragma unroll
   for (int k = 0; k < R; ++k) ss += double(v[k]) * double(v[k]);
   return block_sum(ss, red);
+}
+
+// The same for the values of a row in memory.
+template <int R>
+__device__ __forceinline__ double load_row_sum_squares(const float* __restrict__ row,
+                                                       const float* __restrict__ weight, int64_t n, float (&v)[R],
+                                                       float (&w)[R], double* red) {
+  return load_values_sum_squares([row](int64_t i) { return row[i]; }, weight, n, v, w, red);
 }
 
 __host__ __device__ constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }

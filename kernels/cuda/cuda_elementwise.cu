@@ -62,6 +62,53 @@ __global__ void rms_norm_groups(const float* __restrict__ x, const float* __rest
   }
 }
 
+// y = a + b and h = rms_norm(y) * w over rows of n values, one block a row:
+// the residual sum and the norm opening the next block in one launch
+// (kt-fuse-calls). The sum is add_kernel's (__fadd_rn) and the norm
+// rms_norm_groups', with the threads norm_threads() gives both, so the bits
+// are those of the two kernels.
+__global__ void add_rms_norm_rows(const float* __restrict__ a, const float* __restrict__ b,
+                                  const float* __restrict__ w, int64_t n, float eps, float* __restrict__ y,
+                                  float* __restrict__ h) {
+  __shared__ double red[32];
+  if (threadIdx.x == 0) prefetch_l2(w, uint64_t(n) * 4);
+  wait_for_inputs();
+  const int64_t off = int64_t(blockIdx.x) * n;
+  a += off, b += off, y += off, h += off;
+  const int64_t step = blockDim.x;
+  if (n <= kNormRegs * step) {
+    float v[kNormRegs], wv[kNormRegs];
+    const double ss = load_values_sum_squares([a, b](int64_t i) { return __fadd_rn(a[i], b[i]); }, w, n, v, wv, red);
+    const double inv = 1.0 / sqrt(ss / double(n) + double(eps));
+#pragma unroll
+    for (int k = 0; k < kNormRegs; ++k) {
+      const int64_t i = threadIdx.x + k * step;
+      if (i < n) {
+        y[i] = v[k];
+        h[i] = float(double(v[k]) * inv * double(wv[k]));
+      }
+    }
+    return;
+  }
+  double ss = 0.0;
+  for (int64_t i = threadIdx.x; i < n; i += step) {
+    const float v = __fadd_rn(a[i], b[i]);
+    y[i] = v;
+    ss += double(v) * double(v);
+  }
+  ss = block_sum(ss, red);
+  const double inv = 1.0 / sqrt(ss / double(n) + double(eps));
+  for (int64_t i = threadIdx.x; i < n; i += step) h[i] = float(double(y[i]) * inv * double(w[i]));
+}
+
+// Threads for a block normalizing groups of `group` values: as few as keep a
+// group in registers (kNormRegs a thread), at least 32-128 for small groups
+// and 256 from 1024 values, at most 1024.
+int norm_threads(int64_t group) {
+  const int64_t base = group >= 1024 ? 256 : group >= 256 ? 128 : 32 * std::min<int64_t>(4, ceil_div(group, 32));
+  return int(std::min<int64_t>(1024, std::max(base, 32 * ceil_div(group, 32 * kNormRegs))));
+}
+
 __device__ __forceinline__ float silu_ref(float x) { return float(double(x) / (1.0 + exp(-double(x)))); }
 __device__ __forceinline__ float sigmoid_ref(float x) { return float(1.0 / (1.0 + exp(-double(x)))); }
 
@@ -151,13 +198,7 @@ class RmsNorm final : public Kernel {
     const Act &x = a.in[0], &y = a.out[0];
     const int64_t groups = x.rows * (x.cols / group_);
     if (groups == 0) return;
-    // As few threads as keep a group in registers (rms_norm_groups), at least
-    // 32-128 for small groups and 256 from 1024 values, at most 1024.
-    const int64_t base =
-        group_ >= 1024 ? 256 : group_ >= 256 ? 128 : 32 * std::min<int64_t>(4, cuda::ceil_div(group_, 32));
-    const int threads =
-        int(std::min<int64_t>(1024, std::max(base, 32 * cuda::ceil_div(group_, 32 * cuda::kNormRegs))));
-    cuda::launch(cuda::rms_norm_groups, unsigned(groups), threads, 0, static_cast<cudaStream_t>(a.queue), x.f32(),
+    cuda::launch(cuda::rms_norm_groups, unsigned(groups), cuda::norm_threads(group_), 0, static_cast<cudaStream_t>(a.queue), x.f32(),
                  a.weights[0].f32(), group_, eps_, y.f32());
     cuda::check_launch("cuda.rms_norm", a.queue);
   }
@@ -165,6 +206,25 @@ class RmsNorm final : public Kernel {
  private:
   int device_;
   int64_t group_;
+  float eps_;
+};
+
+class AddRmsNorm final : public Kernel {
+ public:
+  bool capturable(const CallArgs&) const override { return true; }
+  AddRmsNorm(int device, float eps) : device_(device), eps_(eps) {}
+  void run(const CallArgs& a) override {
+    cuda::use_device(device_);
+    const Act& x = a.in[0];
+    if (x.rows == 0) return;
+    cuda::launch(cuda::add_rms_norm_rows, unsigned(x.rows), cuda::norm_threads(x.cols), 0,
+                 static_cast<cudaStream_t>(a.queue), x.f32(), a.in[1].f32(), a.weights[0].f32(), x.cols, eps_,
+                 a.out[0].f32(), a.out[1].f32());
+    cuda::check_launch("cuda.add_rms_norm", a.queue);
+  }
+
+ private:
+  int device_;
   float eps_;
 };
 
@@ -315,6 +375,20 @@ std::unique_ptr<Kernel> make_cuda_rms_norm(const CallSpec& s, std::string* error
   b.in_type(0, GgmlType::F32);
   b.out_cols(0, s.in[0].cols);
   return b.done(std::make_unique<RmsNorm>(s.device, group, float(eps)));
+}
+
+std::unique_ptr<Kernel> make_cuda_add_rms_norm(const CallSpec& s, std::string* error) {
+  Binder b(s, error);
+  if (!on_gpu(b) || !b.arity(2, 2, 1)) return nullptr;
+  const double eps = b.f("eps");
+  b.in_type(0, GgmlType::F32);
+  b.in_type(1, GgmlType::F32);
+  b.in_cols(1, s.in[0].cols);
+  b.out_cols(0, s.in[0].cols);
+  b.out_cols(1, s.in[0].cols);
+  b.check(s.weights[0].type == GgmlType::F32, "weight '", std::string(s.weights[0].name), "' must be F32");
+  b.weight_shape(0, s.in[0].cols);
+  return b.done(std::make_unique<AddRmsNorm>(s.device, float(eps)));
 }
 
 std::unique_ptr<Kernel> make_cuda_add(const CallSpec& s, std::string* error) {

@@ -7,6 +7,7 @@ std::span<const KernelEntry> cuda_kernels() {
       {"cuda.embed", make_cuda_embed, "token embedding rows of a (quantized) table, on the GPU"},
       {"cuda.rms_norm", make_cuda_rms_norm, "RMSNorm times a weight, per row or per group of columns"},
       {"cuda.add", make_cuda_add, "elementwise sum of two buffers"},
+      {"cuda.add_rms_norm", make_cuda_add_rms_norm, "a sum of two buffers and its RMSNorm times a weight (kt-fuse-calls)"},
       {"cuda.silu_mul", make_cuda_silu_mul, "SwiGLU's product silu(gate) * up"},
       {"cuda.sigmoid_gate_add", make_cuda_sigmoid_gate_add, "a + sigmoid(g) * b (Qwen2-MoE's gated shared expert)"},
       {"cuda.select_rows", make_cuda_select_rows, "the step's output rows"},

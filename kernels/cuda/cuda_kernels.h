@@ -20,6 +20,7 @@ DeviceApi* cuda_device_api();
 std::unique_ptr<Kernel> make_cuda_embed(const CallSpec&, std::string*);
 std::unique_ptr<Kernel> make_cuda_rms_norm(const CallSpec&, std::string*);
 std::unique_ptr<Kernel> make_cuda_add(const CallSpec&, std::string*);
+std::unique_ptr<Kernel> make_cuda_add_rms_norm(const CallSpec&, std::string*);
 std::unique_ptr<Kernel> make_cuda_silu_mul(const CallSpec&, std::string*);
 std::unique_ptr<Kernel> make_cuda_sigmoid_gate_add(const CallSpec&, std::string*);
 std::unique_ptr<Kernel> make_cuda_select_rows(const CallSpec&, std::string*);

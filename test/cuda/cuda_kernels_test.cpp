@@ -53,6 +53,25 @@ TEST(CudaKernels, RmsNormRowsAndGroups) {
   }
 }
 
+// The residual sum and the norm after it in one call (kt-fuse-calls): both
+// outputs against the CPU's add then rms_norm.
+TEST(CudaKernels, AddRmsNorm) {
+  KT_REQUIRE_GPU();
+  SplitMix64 rng(5);
+  // 2048 and 7168: the registers path; 10000: the loop; 100 x 7: small rows.
+  for (const auto& [cols, rows] : {std::pair<int64_t, int64_t>{2048, 1}, {7168, 3}, {10000, 2}, {100, 7}}) {
+    Call c;
+    c.op = "add_rms_norm";
+    c.in.push_back(Buf::f32(cols, rows, random_floats(size_t(cols * rows), rng, -3, 3)));
+    c.in.push_back(Buf::f32(cols, rows, random_floats(size_t(cols * rows), rng, -1, 1)));
+    c.out.push_back(Buf::f32(cols, rows));
+    c.out.push_back(Buf::f32(cols, rows));
+    c.weights.push_back(Weight::f32("norm", random_floats(size_t(cols), rng, 0.5f, 1.5f), cols));
+    c.paramf("eps", 1e-6);
+    compare(c, 1e-6, "add_rms_norm " + std::to_string(cols) + " x " + std::to_string(rows));
+  }
+}
+
 TEST(CudaKernels, AddSiluMulSigmoidGateAddSelectRows) {
   KT_REQUIRE_GPU();
   SplitMix64 rng(4);

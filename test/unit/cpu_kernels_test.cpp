@@ -274,5 +274,61 @@ TEST(SiluMul, SplitsValuesExactly) {
   }
 }
 
+// add_rms_norm (kt-fuse-calls' join of a residual sum and the norm after it)
+// writes what cpu.add then cpu.rms_norm write, bit for bit, both outputs.
+TEST(AddRmsNorm, EqualsAddThenRmsNorm) {
+  for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{1, 2048}, {7, 2048}, {3, 100}, {1, 7168}}) {
+    const std::vector<float> x = random_floats(size_t(rows * cols), 41, 3.0f), r = random_floats(size_t(rows * cols), 42);
+    Tensor w = random_weight(GgmlType::F32, {cols}, 43, "norm");
+    Param eps;
+    eps.key = "eps";
+    eps.f = 1e-6;
+    const StepData sd = one_sequence(rows);
+    Call fused("cpu.add_rms_norm", Impl::Fast, Rounding::GgmlCpu);
+    fused.add_in(GgmlType::F32, cols, rows, x);
+    fused.add_in(GgmlType::F32, cols, rows, r);
+    fused.add_out(GgmlType::F32, cols, rows);
+    fused.add_out(GgmlType::F32, cols, rows);
+    fused.spec.weights = {w.view};
+    fused.spec.params = {eps};
+    ASSERT_TRUE(fused.bind()) << fused.error;
+    fused.run(sd.step(), rows);
+    Call add("cpu.add", Impl::Fast, Rounding::GgmlCpu);
+    add.add_in(GgmlType::F32, cols, rows, x);
+    add.add_in(GgmlType::F32, cols, rows, r);
+    add.add_out(GgmlType::F32, cols, rows);
+    ASSERT_TRUE(add.bind()) << add.error;
+    add.run(sd.step(), rows);
+    Call norm("cpu.rms_norm", Impl::Fast, Rounding::GgmlCpu);
+    norm.add_in(GgmlType::F32, cols, rows, add.out[0]);
+    norm.add_out(GgmlType::F32, cols, rows);
+    norm.spec.weights = {w.view};
+    norm.spec.params = {eps};
+    ASSERT_TRUE(norm.bind()) << norm.error;
+    norm.run(sd.step(), rows);
+    const size_t bytes = size_t(rows * cols) * sizeof(float);
+    EXPECT_EQ(std::memcmp(fused.out[0].data(), add.out[0].data(), bytes), 0) << rows << "x" << cols << ": the sum";
+    EXPECT_EQ(std::memcmp(fused.out[1].data(), norm.out[0].data(), bytes), 0) << rows << "x" << cols << ": the norm";
+    EXPECT_GT(rel_l2(fused.out[1].data(), x.data(), size_t(rows * cols)), 0.1) << "the norm is not its input";
+  }
+}
+
+// A weight of the wrong width is refused at bind, naming it.
+TEST(AddRmsNorm, RefusesAWeightOfAnotherWidth) {
+  Tensor w = random_weight(GgmlType::F32, {64}, 44, "blk.0.ffn_norm.weight");
+  Param eps;
+  eps.key = "eps";
+  eps.f = 1e-6;
+  Call c("cpu.add_rms_norm", Impl::Fast, Rounding::GgmlCpu);
+  c.add_in(GgmlType::F32, 128, 1, random_floats(128, 45));
+  c.add_in(GgmlType::F32, 128, 1, random_floats(128, 46));
+  c.add_out(GgmlType::F32, 128, 1);
+  c.add_out(GgmlType::F32, 128, 1);
+  c.spec.weights = {w.view};
+  c.spec.params = {eps};
+  EXPECT_FALSE(c.bind());
+  EXPECT_NE(c.error.find("blk.0.ffn_norm.weight"), std::string::npos) << c.error;
+}
+
 }  // namespace
 }  // namespace kt::kern

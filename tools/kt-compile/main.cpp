@@ -202,6 +202,7 @@ int main(int argc, char** argv) {
       model_path, gguf_ref(model_path, emit.empty() ? output.getValue() : std::string()), ctx, ubatch, max_batch, kv,
       defer_experts, defer_experts_prefill, ubatch_long, stream_from}));
   lower.addPass(kt::createInsertTransfers());
+  lower.addPass(kt::createFuseCalls());
   lower.addPass(kt::createPlanMemory());
   if (mlir::failed(lower.run(module.value().get()))) return 1;
   stage("lowered to kernel calls, transfers and arenas");
