@@ -9,6 +9,7 @@
 #include "kernels/cpu/ops_ref.h"
 #include "kernels/cpu/vec_f32.h"
 #include "kernels/kernel_bind.h"
+#include "kernels/norm_contract.h"
 
 namespace kt::kern {
 
@@ -149,15 +150,17 @@ std::unique_ptr<Kernel> make_cpu_embed(const CallSpec& s, std::string* error) {
 
 std::unique_ptr<Kernel> make_cpu_rms_norm(const CallSpec& s, std::string* error) {
   Binder b(s, error);
-  if (!b.arity(1, 1, 1)) return nullptr;
-  const double eps = b.f("eps");
-  const int64_t group = b.i("group", s.in[0].cols);
-  b.check(group > 0 && s.in[0].cols % group == 0, "group ", group, " does not divide ", s.in[0].cols, " columns");
-  b.check(s.weights[0].type == GgmlType::F32, "weight '", std::string(s.weights[0].name), "' must be F32");
-  b.weight_shape(0, group);
-  b.in_type(0, GgmlType::F32);
-  b.out_cols(0, s.in[0].cols);
-  return b.done(std::make_unique<RmsNorm>(group, float(eps)));
+  float eps = 0;
+  int64_t group = 0;
+  if (!bind_rms_norm(b, s, &eps, &group)) return nullptr;
+  return b.done(std::make_unique<RmsNorm>(group, eps));
+}
+
+std::unique_ptr<Kernel> make_cpu_add_rms_norm(const CallSpec& s, std::string* error) {
+  Binder b(s, error);
+  float eps = 0;
+  if (!bind_add_rms_norm(b, s, &eps)) return nullptr;
+  return b.done(std::make_unique<AddRmsNorm>(eps));
 }
 
 namespace {
@@ -174,20 +177,6 @@ std::unique_ptr<Kernel> make_cpu_add(const CallSpec& s, std::string* error) {
   Binder b(s, error);
   if (same_shapes(b, 2)) b.in_cols(1, s.in[0].cols);
   return b.done(std::make_unique<Add>());
-}
-
-std::unique_ptr<Kernel> make_cpu_add_rms_norm(const CallSpec& s, std::string* error) {
-  Binder b(s, error);
-  if (!b.arity(2, 2, 1)) return nullptr;
-  const double eps = b.f("eps");
-  b.in_type(0, GgmlType::F32);
-  b.in_type(1, GgmlType::F32);
-  b.in_cols(1, s.in[0].cols);
-  b.out_cols(0, s.in[0].cols);
-  b.out_cols(1, s.in[0].cols);
-  b.check(s.weights[0].type == GgmlType::F32, "weight '", std::string(s.weights[0].name), "' must be F32");
-  b.weight_shape(0, s.in[0].cols);
-  return b.done(std::make_unique<AddRmsNorm>(float(eps)));
 }
 
 std::unique_ptr<Kernel> make_cpu_silu_mul(const CallSpec& s, std::string* error) {

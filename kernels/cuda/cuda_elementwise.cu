@@ -11,6 +11,7 @@
 #include "kernels/cuda/cuda_quant.cuh"
 #include "kernels/cuda/cuda_types.cuh"
 #include "kernels/kernel_bind.h"
+#include "kernels/norm_contract.h"
 
 namespace kt::cuda {
 
@@ -366,29 +367,17 @@ std::unique_ptr<Kernel> make_cuda_embed(const CallSpec& s, std::string* error) {
 
 std::unique_ptr<Kernel> make_cuda_rms_norm(const CallSpec& s, std::string* error) {
   Binder b(s, error);
-  if (!on_gpu(b) || !b.arity(1, 1, 1)) return nullptr;
-  const double eps = b.f("eps");
-  const int64_t group = b.i("group", s.in[0].cols);
-  b.check(group > 0 && s.in[0].cols % group == 0, "group ", group, " does not divide ", s.in[0].cols, " columns");
-  b.check(s.weights[0].type == GgmlType::F32, "weight '", std::string(s.weights[0].name), "' must be F32");
-  b.weight_shape(0, group);
-  b.in_type(0, GgmlType::F32);
-  b.out_cols(0, s.in[0].cols);
-  return b.done(std::make_unique<RmsNorm>(s.device, group, float(eps)));
+  float eps = 0;
+  int64_t group = 0;
+  if (!on_gpu(b) || !bind_rms_norm(b, s, &eps, &group)) return nullptr;
+  return b.done(std::make_unique<RmsNorm>(s.device, group, eps));
 }
 
 std::unique_ptr<Kernel> make_cuda_add_rms_norm(const CallSpec& s, std::string* error) {
   Binder b(s, error);
-  if (!on_gpu(b) || !b.arity(2, 2, 1)) return nullptr;
-  const double eps = b.f("eps");
-  b.in_type(0, GgmlType::F32);
-  b.in_type(1, GgmlType::F32);
-  b.in_cols(1, s.in[0].cols);
-  b.out_cols(0, s.in[0].cols);
-  b.out_cols(1, s.in[0].cols);
-  b.check(s.weights[0].type == GgmlType::F32, "weight '", std::string(s.weights[0].name), "' must be F32");
-  b.weight_shape(0, s.in[0].cols);
-  return b.done(std::make_unique<AddRmsNorm>(s.device, float(eps)));
+  float eps = 0;
+  if (!on_gpu(b) || !bind_add_rms_norm(b, s, &eps)) return nullptr;
+  return b.done(std::make_unique<AddRmsNorm>(s.device, eps));
 }
 
 std::unique_ptr<Kernel> make_cuda_add(const CallSpec& s, std::string* error) {
