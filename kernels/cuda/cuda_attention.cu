@@ -69,9 +69,12 @@ __device__ __forceinline__ float to_f(E v) {
 }
 
 // Rows [0, 32) of len values (row stride src_stride elements) into dst rows
-// (stride dst_stride floats), zero past len up to len_pad and for rows >= n_rows.
-// Each thread issues kBatch 16-byte loads before it stores any: a tile load is
-// one memory round trip, not one per chunk.
+// (stride dst_stride floats), zero past len up to len_pad and for rows >=
+// n_rows. Each thread issues kBatch 16-byte loads before it stores any: a
+// tile load is one memory round trip, not one per chunk (8 in flight was
+// slower: registers, kernels/cuda/README.md). Whole chunks are stored as
+// float4s where dst allows (ncu: the tile is bound by its instruction count
+// at 8 warps an SM).
 template <class E>
 __device__ void load_rows(float* dst, int dst_stride, const E* src, int64_t src_stride, int len, int len_pad,
                           int n_rows, bool vec, bool round16) {
@@ -102,9 +105,18 @@ __device__ void load_rows(float* dst, int dst_stride, const E* src, int64_t src_
       const int idx = base + b * int(blockDim.x);
       if (idx >= total) continue;
       const int j = idx / nch, d0 = (idx % nch) * VE;
+      float* out = dst + j * dst_stride + d0;
 #pragma unroll
-      for (int k = 0; k < VE; ++k)
-        if (d0 + k < len_pad) dst[j * dst_stride + d0 + k] = round16 ? round_f16(v[b][k]) : v[b][k];
+      for (int k = 0; k < VE; ++k) v[b][k] = round16 ? round_f16(v[b][k]) : v[b][k];
+      if (d0 + VE <= len_pad && (reinterpret_cast<uintptr_t>(out) & 15) == 0) {
+#pragma unroll
+        for (int k = 0; k < VE; k += 4)
+          *reinterpret_cast<float4*>(out + k) = make_float4(v[b][k], v[b][k + 1], v[b][k + 2], v[b][k + 3]);
+      } else {
+#pragma unroll
+        for (int k = 0; k < VE; ++k)
+          if (d0 + k < len_pad) out[k] = v[b][k];
+      }
     }
   }
 }
@@ -127,12 +139,14 @@ __device__ void round_latents(float* ks, int stride, int r, int n_rows, int mode
       for (int b = 0; b < r / 256; ++b) {
         float v[8];
         int q[8];
-        float* p = row + 256 * b + 8 * lane;
-#pragma unroll
-        for (int k = 0; k < 8; ++k) v[k] = p[k];
+        float4* p = reinterpret_cast<float4*>(row + 256 * b + 8 * lane);  // rows are 16-byte aligned
+        const float4 lo = p[0], hi = p[1];
+        v[0] = lo.x, v[1] = lo.y, v[2] = lo.z, v[3] = lo.w, v[4] = hi.x, v[5] = hi.y, v[6] = hi.z, v[7] = hi.w;
         const float d = round_q8_k_warp(v, q);
-#pragma unroll
-        for (int k = 0; k < 8; ++k) p[k] = __fmul_rn(d, float(q[k]));
+        p[0] = make_float4(__fmul_rn(d, float(q[0])), __fmul_rn(d, float(q[1])), __fmul_rn(d, float(q[2])),
+                           __fmul_rn(d, float(q[3])));
+        p[1] = make_float4(__fmul_rn(d, float(q[4])), __fmul_rn(d, float(q[5])), __fmul_rn(d, float(q[6])),
+                           __fmul_rn(d, float(q[7])));
       }
     }
   }
