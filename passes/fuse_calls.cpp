@@ -46,8 +46,7 @@ class FuseCallsPass : public impl::FuseCallsBase<FuseCallsPass> {
       exec::CallOp add = calls[i], norm = calls[i + 1];
       if (!add_then_norm(add, norm, cols)) continue;
       mlir::OpBuilder b(norm);
-      auto [kind, op] = split_kernel(add.getKernel());
-      (void)op;
+      const llvm::StringRef kind = split_kernel(add.getKernel()).first;
       llvm::SmallVector<mlir::Attribute> outs{add.getOutputs()[0], norm.getOutputs()[0]};
       const mlir::NamedAttribute eps(b.getStringAttr("eps"), norm.getParams().get("eps"));
       exec::CallOp::create(b, norm.getLoc(), (kind + ".add_rms_norm").str(), norm.getDevice(), add.getInputs(),
