@@ -32,35 +32,48 @@ __global__ void embed_rows(const uint8_t* __restrict__ table, uint64_t row_bytes
 // kNormRegs) and weights before the first sum, one memory latency instead of
 // one per value (V2-Lite's 2048 values, ncu on an H200: 6.6 -> 3.0 us).
 constexpr int kNormRegs = 8;
+
+// One row of n values normalized by the block: out[i] = value(i) / rms * w[i]
+// (w null: 1; times 1.0 is exact, so one expression serves both). sum, when
+// not null, also gets value(i), and the second pass of a long row reads it
+// back rather than calling value again (sum may be one of value's inputs).
+template <class Value>
+__device__ __forceinline__ void rms_norm_row(Value value, const float* __restrict__ w, int64_t n, float eps,
+                                             float* sum, float* out, double* red) {
+  const int64_t step = blockDim.x;
+  if (n <= kNormRegs * step) {
+    float v[kNormRegs], wv[kNormRegs];
+    const double ss = load_values_sum_squares(value, w, n, v, wv, red);
+    const double inv = 1.0 / sqrt(ss / double(n) + double(eps));
+#pragma unroll
+    for (int k = 0; k < kNormRegs; ++k) {
+      const int64_t i = threadIdx.x + k * step;
+      if (i < n) {
+        if (sum) sum[i] = v[k];
+        out[i] = float(double(v[k]) * inv * double(wv[k]));
+      }
+    }
+    return;
+  }
+  double ss = 0.0;
+  for (int64_t i = threadIdx.x; i < n; i += step) {
+    const float v = value(i);
+    if (sum) sum[i] = v;
+    ss += double(v) * double(v);
+  }
+  ss = block_sum(ss, red);
+  const double inv = 1.0 / sqrt(ss / double(n) + double(eps));
+  for (int64_t i = threadIdx.x; i < n; i += step)
+    out[i] = float(double(sum ? sum[i] : value(i)) * inv * (w ? double(w[i]) : 1.0));
+}
+
 __global__ void rms_norm_groups(const float* __restrict__ x, const float* __restrict__ w, int64_t n, float eps,
                                 float* y) {
   __shared__ double red[32];
   if (w && threadIdx.x == 0) prefetch_l2(w, uint64_t(n) * 4);
   wait_for_inputs();
-  const int64_t g = blockIdx.x;
-  const float* xg = x + g * n;
-  float* yg = y + g * n;
-  const int64_t step = blockDim.x;
-  if (n <= kNormRegs * step) {
-    float v[kNormRegs], wv[kNormRegs];
-    const double ss = load_row_sum_squares(xg, w, n, v, wv, red);
-    const double inv = 1.0 / sqrt(ss / double(n) + double(eps));
-#pragma unroll
-    for (int k = 0; k < kNormRegs; ++k) {
-      const int64_t i = threadIdx.x + k * step;
-      const double r = double(v[k]) * inv;
-      if (i < n) yg[i] = float(w ? r * double(wv[k]) : r);
-    }
-    return;
-  }
-  double ss = 0.0;
-  for (int64_t i = threadIdx.x; i < n; i += step) ss += double(xg[i]) * double(xg[i]);
-  ss = block_sum(ss, red);
-  const double inv = 1.0 / sqrt(ss / double(n) + double(eps));
-  for (int64_t i = threadIdx.x; i < n; i += step) {
-    const double v = double(xg[i]) * inv;
-    yg[i] = float(w ? v * double(w[i]) : v);
-  }
+  const float* xg = x + int64_t(blockIdx.x) * n;
+  rms_norm_row([xg](int64_t i) { return xg[i]; }, w, n, eps, nullptr, y + int64_t(blockIdx.x) * n, red);
 }
 
 // y = a + b and h = rms_norm(y) * w over rows of n values, one block a row:
@@ -75,31 +88,8 @@ __global__ void add_rms_norm_rows(const float* __restrict__ a, const float* __re
   if (threadIdx.x == 0) prefetch_l2(w, uint64_t(n) * 4);
   wait_for_inputs();
   const int64_t off = int64_t(blockIdx.x) * n;
-  a += off, b += off, y += off, h += off;
-  const int64_t step = blockDim.x;
-  if (n <= kNormRegs * step) {
-    float v[kNormRegs], wv[kNormRegs];
-    const double ss = load_values_sum_squares([a, b](int64_t i) { return __fadd_rn(a[i], b[i]); }, w, n, v, wv, red);
-    const double inv = 1.0 / sqrt(ss / double(n) + double(eps));
-#pragma unroll
-    for (int k = 0; k < kNormRegs; ++k) {
-      const int64_t i = threadIdx.x + k * step;
-      if (i < n) {
-        y[i] = v[k];
-        h[i] = float(double(v[k]) * inv * double(wv[k]));
-      }
-    }
-    return;
-  }
-  double ss = 0.0;
-  for (int64_t i = threadIdx.x; i < n; i += step) {
-    const float v = __fadd_rn(a[i], b[i]);
-    y[i] = v;
-    ss += double(v) * double(v);
-  }
-  ss = block_sum(ss, red);
-  const double inv = 1.0 / sqrt(ss / double(n) + double(eps));
-  for (int64_t i = threadIdx.x; i < n; i += step) h[i] = float(double(y[i]) * inv * double(w[i]));
+  a += off, b += off;
+  rms_norm_row([a, b](int64_t i) { return __fadd_rn(a[i], b[i]); }, w, n, eps, y + off, h + off, red);
 }
 
 // Threads for a block normalizing groups of `group` values: as few as keep a
@@ -110,7 +100,6 @@ int norm_threads(int64_t group) {
   return int(std::min<int64_t>(1024, std::max(base, 32 * ceil_div(group, 32 * kNormRegs))));
 }
 
-__device__ __forceinline__ float silu_ref(float x) { return float(double(x) / (1.0 + exp(-double(x)))); }
 __device__ __forceinline__ float sigmoid_ref(float x) { return float(1.0 / (1.0 + exp(-double(x)))); }
 
 __global__ void add_kernel(const float* a, const float* b, int64_t n, float* y) {
@@ -122,7 +111,7 @@ __global__ void add_kernel(const float* a, const float* b, int64_t n, float* y) 
 __global__ void silu_mul_kernel(const float* g, const float* u, int64_t n, float* y) {
   wait_for_inputs();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) y[i] = float(double(silu_ref(g[i])) * double(u[i]));
+  if (i < n) y[i] = swiglu_value(g[i], u[i]);
 }
 
 __global__ void sigmoid_gate_add_kernel(const float* x, const float* s, const float* g, int64_t cols, int64_t n,
@@ -199,8 +188,8 @@ class RmsNorm final : public Kernel {
     const Act &x = a.in[0], &y = a.out[0];
     const int64_t groups = x.rows * (x.cols / group_);
     if (groups == 0) return;
-    cuda::launch(cuda::rms_norm_groups, unsigned(groups), cuda::norm_threads(group_), 0, static_cast<cudaStream_t>(a.queue), x.f32(),
-                 a.weights[0].f32(), group_, eps_, y.f32());
+    cuda::launch(cuda::rms_norm_groups, unsigned(groups), cuda::norm_threads(group_), 0,
+                 static_cast<cudaStream_t>(a.queue), x.f32(), a.weights[0].f32(), group_, eps_, y.f32());
     cuda::check_launch("cuda.rms_norm", a.queue);
   }
 

@@ -502,10 +502,8 @@ void MatmulOp::run_vector(const float* x, int64_t ldx, int64_t rows, float* y, i
   const dim3 block(32 * kRowsPerBlock);
   const unsigned gx = unsigned(ceil_div(n_out_, kRowsPerBlock));
   if (int8_path()) {
-    auto* xq = static_cast<int8_t*>(scratch);
-    auto* xd = reinterpret_cast<float*>(static_cast<uint8_t*>(scratch) + align_up(uint64_t(max_rows_ * n_in_)));
-    quantize_rows(x, ldx, rows, n_in_, act_block(type_), xq, xd, s);
-    run_int8(xq, xd, rows, y, ldy, bias, ids, n_pairs, x_div, false, queue);
+    const RoundedX r = round_x(x, ldx, rows, scratch, queue);
+    run_int8(r.q, r.d, rows, y, ldy, bias, ids, n_pairs, x_div, false, queue);
     return;
   }
   const int xround = rounding_ == kern::Rounding::GgmlCpu
@@ -571,11 +569,17 @@ void MatmulOp::run_experts_glu(const MatmulOp& up, const float* x, int64_t ldx, 
                                int64_t n_pairs, int64_t x_div, float* y, int64_t ldy, void* scratch,
                                void* queue) const {
   if (n_pairs <= 0) return;
-  auto* xq = static_cast<int8_t*>(scratch);
-  auto* xd = reinterpret_cast<float*>(static_cast<uint8_t*>(scratch) + align_up(uint64_t(max_rows_ * n_in_)));
-  quantize_rows(x, ldx, n_x_rows, n_in_, act_block(type_), xq, xd, static_cast<cudaStream_t>(queue));
-  run_int8(xq, xd, n_x_rows, y, ldy, nullptr, ids, n_pairs, x_div, false, queue);
-  up.run_int8(xq, xd, n_x_rows, y, ldy, nullptr, ids, n_pairs, x_div, true, queue);
+  const RoundedX r = round_x(x, ldx, n_x_rows, scratch, queue);
+  run_int8(r.q, r.d, n_x_rows, y, ldy, nullptr, ids, n_pairs, x_div, false, queue);
+  up.run_int8(r.q, r.d, n_x_rows, y, ldy, nullptr, ids, n_pairs, x_div, true, queue);
+}
+
+MatmulOp::RoundedX MatmulOp::round_x(const float* x, int64_t ldx, int64_t rows, void* scratch, void* queue) const {
+  RoundedX r;
+  r.q = static_cast<int8_t*>(scratch);
+  r.d = reinterpret_cast<float*>(static_cast<uint8_t*>(scratch) + align_up(uint64_t(max_rows_ * n_in_)));
+  quantize_rows(x, ldx, rows, n_in_, act_block(type_), r.q, r.d, static_cast<cudaStream_t>(queue));
+  return r;
 }
 
 void MatmulOp::run_tiles(const float* x, int64_t ldx, int64_t rows, float* y, int64_t ldy, const float* bias,
