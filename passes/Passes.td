@@ -184,7 +184,9 @@ def FuseCalls : Pass<"kt-fuse-calls", "::mlir::ModuleOp"> {
     seven: passes/README.md). In each phase, "X.add" [a, b] -> [y] followed
     by "X.rms_norm" [y] -> [h] over whole rows, on one device, becomes
     "X.add_rms_norm" [a, b] -> [y, h]: the same operations, one kernel call
-    (on a GPU, one launch less in decode's chain of small kernels).
+    (on a GPU, one launch less in decode's chain of small kernels). Two
+    "cuda.matmul" of one input and "cuda.silu_mul" of their products (read by
+    nothing else) become "cuda.matmul_glu" [x] -> [h] with weights [gate, up].
   }];
   let dependentDialects = ["::kt::exec::KtExecDialect"];
 }

@@ -7,14 +7,24 @@
 //   X.add [a, b] -> [y];  X.rms_norm [y] -> [h] (whole rows)
 //     => X.add_rms_norm [a, b] -> [y, h]
 // (the residual sum and the norm opening the next block: twice a layer). y
-// stays an output, for the residual's next sum. The fused kernels compute the
-// same operations in the same order, so plans with and without the pass give
-// the same bits.
+// stays an output, for the residual's next sum.
+//   cuda.matmul [x] -> [g] (gate);  cuda.matmul [x] -> [u] (up), either order;
+//   cuda.silu_mul [g, u] -> [h]  (no other call reads g or u)
+//     => cuda.matmul_glu [x] -> [h], weights [gate, up]
+// (a dense FFN's or the shared experts' gate, up and SwiGLU: one rounding of x
+// and the SwiGLU in the up product's epilogue, kernels/cuda/cuda_matmul_glu.cu;
+// the CPU has no such kernel: its threads gain nothing from it). g and u are
+// then dead and their buffers go.
+// The fused kernels compute the same operations in the same order, so plans
+// with and without the pass give the same bits.
 //
 // Runs after kt-insert-transfers, so a copy of y placed between the two keeps
 // them apart (the pair must be adjacent), and before kt-plan-memory, which
 // then sees the fused call's lifetimes.
 #include <string>
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringSet.h"
 
 #include "dialects/KtExecDialect.h"
 #include "mlir/IR/Builders.h"
@@ -41,6 +51,7 @@ class FuseCallsPass : public impl::FuseCallsBase<FuseCallsPass> {
   void run(exec::PhaseOp phase) {
     llvm::StringMap<int64_t> cols;
     for (auto buf : phase.getBody().front().getOps<exec::BufferOp>()) cols[buf.getSymName()] = buf.getCols();
+    fuse_glu(phase);
     llvm::SmallVector<exec::CallOp> calls(phase.getBody().front().getOps<exec::CallOp>());
     for (size_t i = 0; i + 1 < calls.size(); ++i) {
       exec::CallOp add = calls[i], norm = calls[i + 1];
@@ -56,6 +67,51 @@ class FuseCallsPass : public impl::FuseCallsBase<FuseCallsPass> {
       norm.erase();
       ++i;  // the norm is gone: the next pair starts after it
     }
+  }
+
+  // cuda.matmul gate, cuda.matmul up (same input, no bias), cuda.silu_mul.
+  void fuse_glu(exec::PhaseOp phase) {
+    llvm::SmallVector<exec::CallOp> calls(phase.getBody().front().getOps<exec::CallOp>());
+    llvm::StringMap<int> reads;  // how many calls read each buffer
+    for (exec::CallOp c : calls)
+      if (auto ins = c.getInputs())
+        for (mlir::Attribute a : ins) ++reads[str(a)];
+    llvm::StringSet<> dead;
+    for (size_t i = 0; i + 2 < calls.size(); ++i) {
+      exec::CallOp m0 = calls[i], m1 = calls[i + 1], sm = calls[i + 2];
+      if (!glu_triple(m0, m1, sm, reads)) continue;
+      const bool m0_gate = str(sm.getInputs()[0]) == str(m0.getOutputs()[0]);
+      exec::CallOp gate = m0_gate ? m0 : m1, up = m0_gate ? m1 : m0;
+      mlir::OpBuilder b(sm);
+      llvm::SmallVector<mlir::Attribute> weights{gate.getWeights()[0], up.getWeights()[0]};
+      exec::CallOp::create(b, sm.getLoc(), "cuda.matmul_glu", sm.getDevice(), gate.getInputs(), sm.getOutputs(),
+                           b.getArrayAttr(weights), mlir::StringAttr(), b.getDictionaryAttr({}), gate.getLayer(),
+                           gate.getPath());
+      dead.insert(str(m0.getOutputs()[0]));
+      dead.insert(str(m1.getOutputs()[0]));
+      m0.erase();
+      m1.erase();
+      sm.erase();
+      i += 2;
+    }
+    for (auto buf : llvm::make_early_inc_range(phase.getBody().front().getOps<exec::BufferOp>()))
+      if (dead.contains(buf.getSymName())) buf.erase();
+  }
+
+  static bool glu_triple(exec::CallOp m0, exec::CallOp m1, exec::CallOp sm, const llvm::StringMap<int>& reads) {
+    auto plain_matmul = [](exec::CallOp c) {
+      return c.getKernel() == "cuda.matmul" && c.getInputs() && c.getInputs().size() == 1 &&
+             c.getOutputs().size() == 1 && c.getWeights().size() == 1 && !c.getKv();
+    };
+    if (!plain_matmul(m0) || !plain_matmul(m1) || sm.getKernel() != "cuda.silu_mul") return false;
+    if (m0.getDevice() != sm.getDevice() || m1.getDevice() != sm.getDevice()) return false;
+    if (str(m0.getInputs()[0]) != str(m1.getInputs()[0])) return false;
+    if (!sm.getInputs() || sm.getInputs().size() != 2 || sm.getOutputs().size() != 1) return false;
+    const std::string g = str(sm.getInputs()[0]), u = str(sm.getInputs()[1]);
+    const std::string o0 = str(m0.getOutputs()[0]), o1 = str(m1.getOutputs()[0]);
+    if (!((g == o0 && u == o1) || (g == o1 && u == o0)) || g == u) return false;
+    // The products feed only the SwiGLU (silu_mul reads each once).
+    return reads.lookup(g) == 1 && reads.lookup(u) == 1;
   }
 
   // add [a, b] -> [y] then rms_norm [y] -> [h] over whole rows, one device.

@@ -25,6 +25,7 @@ std::unique_ptr<Kernel> make_cuda_silu_mul(const CallSpec&, std::string*);
 std::unique_ptr<Kernel> make_cuda_sigmoid_gate_add(const CallSpec&, std::string*);
 std::unique_ptr<Kernel> make_cuda_select_rows(const CallSpec&, std::string*);
 std::unique_ptr<Kernel> make_cuda_matmul(const CallSpec&, std::string*);
+std::unique_ptr<Kernel> make_cuda_matmul_glu(const CallSpec&, std::string*);
 std::unique_ptr<Kernel> make_cuda_rope(const CallSpec&, std::string*);
 std::unique_ptr<Kernel> make_cuda_kv_store(const CallSpec&, std::string*);
 std::unique_ptr<Kernel> make_cuda_attention(const CallSpec&, std::string*);

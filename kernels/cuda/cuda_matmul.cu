@@ -39,11 +39,12 @@ __device__ __forceinline__ void prefetch_rows(const uint8_t* W, uint64_t row_byt
 
 // One warp per output row o; up to NC token rows share each weight read.
 // ids (experts): block row y is pair p, its matrix ids[p], x row p / x_div; a
-// pair with ids[p] < 0 (an expert held elsewhere) gets zeros. GLU (experts'
-// up product): y already holds the gate products, and each becomes
-// swiglu(gate, this product) in place, so no SwiGLU kernel follows (a
-// template parameter: the double exp() in every instantiation cost Q6_K's
-// kernel 56 -> 128 registers, and V3-5L's all-GPU decode 5%).
+// pair with ids[p] < 0 (an expert held elsewhere) gets zeros. GLU (the up
+// product of experts, or of cuda.matmul_glu's dense rows): y already holds the
+// gate products, and each becomes swiglu(gate, this product) in place, so no
+// SwiGLU kernel follows (a template parameter: the double exp() in every
+// instantiation cost Q6_K's kernel 56 -> 128 registers, and V3-5L's all-GPU
+// decode 5%).
 template <GgmlType T, int NC, bool GLU = false>
 __global__ void __launch_bounds__(32 * kRowsPerBlock)
     mmv_int8(const uint8_t* __restrict__ W, uint64_t row_bytes, uint64_t mat_bytes, int64_t n_out, int64_t n_in,
@@ -555,11 +556,11 @@ void MatmulOp::run_int8(const int8_t* xq, const float* xd, int64_t rows, float* 
       launch(glu ? mmv_int8<T, 1, true> : mmv_int8<T, 1>, dim3(gx, unsigned(n_pairs)), block, 0, s, w_, row_bytes_,
              mat_bytes_, n_out_, n_in_, xq, xd, 1, y, ldy, nullptr, ids, x_div);
     } else if (rows == 1) {
-      launch(mmv_int8<T, 1>, dim3(gx, 1), block, 0, s, w_, row_bytes_, mat_bytes_, n_out_, n_in_, xq, xd, 1, y, ldy,
-             bias, nullptr, 1);
+      launch(glu ? mmv_int8<T, 1, true> : mmv_int8<T, 1>, dim3(gx, 1), block, 0, s, w_, row_bytes_, mat_bytes_, n_out_,
+             n_in_, xq, xd, 1, y, ldy, bias, nullptr, 1);
     } else {
-      launch(mmv_int8<T, 8>, dim3(gx, unsigned(ceil_div(rows, 8))), block, 0, s, w_, row_bytes_, mat_bytes_, n_out_,
-             n_in_, xq, xd, int(rows), y, ldy, bias, nullptr, 1);
+      launch(glu ? mmv_int8<T, 8, true> : mmv_int8<T, 8>, dim3(gx, unsigned(ceil_div(rows, 8))), block, 0, s, w_,
+             row_bytes_, mat_bytes_, n_out_, n_in_, xq, xd, int(rows), y, ldy, bias, nullptr, 1);
     }
   });
   check_launch("cuda matmul (int8)", queue);
@@ -572,6 +573,14 @@ void MatmulOp::run_experts_glu(const MatmulOp& up, const float* x, int64_t ldx, 
   const RoundedX r = round_x(x, ldx, n_x_rows, scratch, queue);
   run_int8(r.q, r.d, n_x_rows, y, ldy, nullptr, ids, n_pairs, x_div, false, queue);
   up.run_int8(r.q, r.d, n_x_rows, y, ldy, nullptr, ids, n_pairs, x_div, true, queue);
+}
+
+void MatmulOp::run_glu(const MatmulOp& up, const float* x, int64_t ldx, int64_t rows, float* y, int64_t ldy,
+                       void* scratch, void* queue) const {
+  if (rows <= 0) return;
+  const RoundedX r = round_x(x, ldx, rows, scratch, queue);
+  run_int8(r.q, r.d, rows, y, ldy, nullptr, nullptr, 0, 1, false, queue);
+  up.run_int8(r.q, r.d, rows, y, ldy, nullptr, nullptr, 0, 1, true, queue);
 }
 
 MatmulOp::RoundedX MatmulOp::round_x(const float* x, int64_t ldx, int64_t rows, void* scratch, void* queue) const {

@@ -82,6 +82,13 @@ class MatmulOp {
   void run_experts_glu(const MatmulOp& up, const float* x, int64_t ldx, int64_t n_x_rows, const int32_t* ids,
                        int64_t n_pairs, int64_t x_div, float* y, int64_t ldy, void* scratch, void* queue) const;
 
+  // Dense rows (cuda.matmul_glu, this op the gate): y [rows][n_out] =
+  // swiglu(x W_gate^T, x W_up^T), the bits of run() for each and a SwiGLU
+  // after, from one rounding of x with the SwiGLU in up's epilogue: three
+  // launches, not five. Only where glu_pair(up) and rows <= kVectorRows.
+  void run_glu(const MatmulOp& up, const float* x, int64_t ldx, int64_t rows, float* y, int64_t ldy, void* scratch,
+               void* queue) const;
+
   // "int8-dp4a", "float", "wmma-fp16", for Kernel::impl().
   std::string_view impl(int64_t rows) const;
 

@@ -1,7 +1,8 @@
 // What the two routed-expert kernels share (cuda_moe.cu: a step's pairs one
 // by one; cuda_moe_grouped.cu: tokens grouped by expert, weights resident or
 // streamed): SwiGLU and the weighted sum of each token's choices, both in
-// double as the reference (kernels/cpu/ops_ref_moe.cpp) takes them.
+// double as the reference (kernels/cpu/ops_ref_moe.cpp) takes them. The
+// SwiGLU kernel also serves cuda.matmul_glu's steps that run three kernels.
 #pragma once
 
 #include <cstdint>

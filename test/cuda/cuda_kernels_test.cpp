@@ -154,6 +154,75 @@ TEST(CudaKernels, MatmulEveryTypeBothRoundingsAndBatches) {
   }
 }
 
+// cuda.matmul_glu (kt-fuse-calls' gate, up and SwiGLU) against the three calls
+// it replaces: the CPU reference's (within the matmul tolerance) and the GPU's
+// own (the same bits: plans with and without the pass must agree). Pairs that
+// take the one-rounding path (same activation blocks, up to kVectorRows rows)
+// and pairs that run the three kernels (Q8_0's 32-value blocks beside Q4_K's
+// 256, F16, tile rows).
+TEST(CudaKernels, MatmulGluMatchesItsThreeCalls) {
+  KT_REQUIRE_GPU();
+  SplitMix64 rng(9);
+  struct Pair {
+    GgmlType gate, up;
+    int64_t n_in, n_ff;
+  };
+  uint64_t seed = 900;
+  for (const Pair pr : {Pair{GgmlType::Q4_K, GgmlType::Q4_K, 2304, 300}, Pair{GgmlType::Q4_K, GgmlType::Q6_K, 512, 77},
+                        Pair{GgmlType::Q8_0, GgmlType::Q8_0, 96, 37}, Pair{GgmlType::Q8_0, GgmlType::Q4_K, 512, 40},
+                        Pair{GgmlType::F16, GgmlType::F16, 70, 37}}) {
+    for (int64_t rows : {1, 5, 13, 60}) {
+      const std::string what = std::string(type_name(pr.gate)) + "/" + std::string(type_name(pr.up)) + " [" +
+                               std::to_string(pr.n_in) + ", " + std::to_string(pr.n_ff) + "] x " +
+                               std::to_string(rows) + " rows";
+      const Weight wg = Weight::random("gate", pr.gate, pr.n_in, pr.n_ff, 1, ++seed);
+      const Weight wu = Weight::random("up", pr.up, pr.n_in, pr.n_ff, 1, ++seed);
+      const Buf x = Buf::f32(pr.n_in, rows, random_floats(size_t(pr.n_in * rows), rng, -2, 2), 64);
+      auto product = [&](const Weight& w) {
+        Call c;
+        c.op = "matmul";
+        c.weights.push_back(w);
+        c.in.push_back(x);
+        c.out.push_back(Buf::f32(pr.n_ff, rows, {}, 64));
+        return c;
+      };
+      // The three calls, on the CPU and on the GPU.
+      auto three = [&](auto run) -> std::vector<float> {
+        const Outcome g = run(product(wg)), u = run(product(wu));
+        if (!g.error.empty() || !u.error.empty()) {
+          ADD_FAILURE() << what << ": " << g.error << u.error;
+          return {};
+        }
+        Call sm;
+        sm.op = "silu_mul";
+        sm.in = {g.out[0], u.out[0]};
+        sm.out.push_back(Buf::f32(pr.n_ff, rows, {}, 64));
+        const Outcome h = run(sm);
+        if (!h.error.empty()) ADD_FAILURE() << what << ": " << h.error;
+        return h.error.empty() ? h.out[0].floats() : std::vector<float>{};
+      };
+      const std::vector<float> want = three([](const Call& c) { return run_cpu(c); });
+      const std::vector<float> unfused = three([](const Call& c) { return run_gpu(c); });
+      Call f;
+      f.op = "matmul_glu";
+      f.weights = {wg, wu};
+      f.in.push_back(x);
+      f.out.push_back(Buf::f32(pr.n_ff, rows, {}, 64));
+      const Outcome fused = run_gpu(f);
+      ASSERT_TRUE(fused.error.empty()) << what << ": " << fused.error;
+      ASSERT_FALSE(want.empty() || unfused.empty());
+      const std::vector<float> got = fused.out[0].floats();
+      ASSERT_TRUE(all_finite(got)) << what << ": unwritten (NaN) or non-finite values";
+      EXPECT_EQ(std::memcmp(got.data(), unfused.data(), got.size() * 4), 0)
+          << what << ": not the unfused calls' bits, max abs " << max_abs(got, unfused);
+      const double e = rel_l2(got, want);
+      note("matmul_glu (ggml)", e);
+      EXPECT_LE(e, std::max(matmul_tol(pr.gate, Rounding::GgmlCpu, rows), matmul_tol(pr.up, Rounding::GgmlCpu, rows)))
+          << what << ": rel L2 " << e;
+    }
+  }
+}
+
 // ---- rope and caches ---------------------------------------------------------------
 
 void rope_params(Call& c, int n_dims, int mode, bool yarn, int n_heads, int head_dim, int offset) {

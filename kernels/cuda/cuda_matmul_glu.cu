@@ -1,0 +1,83 @@
+// cuda.matmul_glu [x] -> [h], weights [gate, up]: h = silu(x gate^T) * (x up^T),
+// the call kt-fuse-calls makes of cuda.matmul (gate), cuda.matmul (up) and
+// cuda.silu_mul over their outputs (a dense FFN, or shared experts).
+//
+// Decode (rows up to MatmulOp::kVectorRows, both matrices on the int8 path with
+// one rounding of x): x is rounded once, the gate products go into h, and the
+// up product's epilogue turns each into swiglu(gate, up) in place
+// (MatmulOp::run_glu): three launches where the three calls took five. Other
+// steps (tile rows, float weights, matrices of different activation blocks)
+// run the three calls' kernels one after another, with the up products in the
+// workspace. Either way the bits are those of the unfused calls: the products
+// are the same kernels' and the SwiGLU is swiglu_value, as cuda.silu_mul's.
+#include <algorithm>
+
+#include "kernels/cuda/cuda_context.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/cuda_launch.cuh"
+#include "kernels/cuda/cuda_matmul.h"
+#include "kernels/cuda/cuda_moe_common.cuh"
+#include "kernels/kernel_bind.h"
+
+namespace kt::kern {
+
+namespace {
+
+class CudaMatmulGlu final : public Kernel {
+ public:
+  struct Setup {
+    cuda::MatmulOp gate, up;
+    int device = 0;
+    bool glu = false;  // gate.glu_pair(up)
+    uint64_t up_bytes = 0;  // the unfused path's up products, at the workspace's start
+  };
+  explicit CudaMatmulGlu(Setup s) : s_(s) {}
+  bool capturable(const CallArgs&) const override { return true; }
+  void run(const CallArgs& a) override {
+    cuda::use_device(s_.device);
+    const Act &x = a.in[0], &h = a.out[0];
+    if (x.rows == 0) return;
+    auto* ws = static_cast<uint8_t*>(cuda::workspace(s_.device));
+    if (s_.glu && x.rows <= cuda::MatmulOp::kVectorRows) {
+      s_.gate.run_glu(s_.up, x.f32(), x.cols, x.rows, h.f32(), h.cols, ws, a.queue);
+      return;
+    }
+    auto* u = reinterpret_cast<float*>(ws);
+    void* scratch = ws + s_.up_bytes;
+    s_.gate.run(x.f32(), x.cols, x.rows, h.f32(), h.cols, nullptr, scratch, a.queue);
+    s_.up.run(x.f32(), x.cols, x.rows, u, h.cols, nullptr, scratch, a.queue);
+    const int64_t n = x.rows * h.cols;
+    cuda::launch(cuda::swiglu_kernel, unsigned(cuda::ceil_div(n, 256)), 256, 0, static_cast<cudaStream_t>(a.queue),
+                 h.f32(), u, n, h.f32());
+    cuda::check_launch("cuda.matmul_glu (swiglu)", a.queue);
+  }
+  std::string_view impl() const override { return s_.gate.impl(1); }
+
+ private:
+  Setup s_;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_cuda_matmul_glu(const CallSpec& s, std::string* error) {
+  Binder b(s, error);
+  if (!b.arity(1, 1, 2)) return nullptr;
+  const int64_t n_in = s.in[0].cols, n_ff = s.out[0].cols;
+  b.weight_shape(0, n_in, n_ff);
+  b.weight_shape(1, n_in, n_ff);
+  b.in_type(0, GgmlType::F32);
+  b.out_type(0, GgmlType::F32);
+  if (!b.ok()) return nullptr;
+  CudaMatmulGlu::Setup st;
+  st.device = s.device;
+  const int64_t max_rows = s.in[0].max_rows;
+  if (!st.gate.init(s.weights[0], max_rows, s.rounding, error) || !st.up.init(s.weights[1], max_rows, s.rounding, error))
+    return nullptr;
+  st.glu = st.gate.glu_pair(st.up);
+  st.up_bytes = (uint64_t(max_rows * n_ff) * 4 + 255) / 256 * 256;
+  const uint64_t scratch = std::max(st.gate.scratch_bytes(), st.up.scratch_bytes());
+  if (!cuda::reserve_workspace(s.device, st.up_bytes + scratch, error)) return nullptr;
+  return std::make_unique<CudaMatmulGlu>(st);
+}
+
+}  // namespace kt::kern
