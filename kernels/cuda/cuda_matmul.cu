@@ -29,15 +29,22 @@ uint64_t align_up(uint64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
 // ---- vector paths -------------------------------------------------------------
 
-// The weight rows of block x (kRowsPerBlock of them) into L2, issued before
-// the block waits for its inputs (cuda_launch.cuh): the weights' first DRAM
-// latency passes while the previous kernel still runs.
-__device__ __forceinline__ void prefetch_rows(const uint8_t* W, uint64_t row_bytes, int64_t n_out) {
-  const int64_t o0 = int64_t(blockIdx.x) * kRowsPerBlock;
-  prefetch_l2(W + uint64_t(o0) * row_bytes, uint64_t(min(int64_t(kRowsPerBlock), n_out - o0)) * row_bytes);
+// The weight rows of block x (rows of them) into L2, issued before the block
+// waits for its inputs (cuda_launch.cuh): the weights' first DRAM latency
+// passes while the previous kernel still runs.
+__device__ __forceinline__ void prefetch_rows(const uint8_t* W, uint64_t row_bytes, int64_t n_out, int rows) {
+  const int64_t o0 = int64_t(blockIdx.x) * rows;
+  prefetch_l2(W + uint64_t(o0) * row_bytes, uint64_t(min(int64_t(rows), n_out - o0)) * row_bytes);
 }
 
-// One warp per output row o; up to NC token rows share each weight read.
+// Blocks of one int8 matrix-vector launch above which each warp takes R = 2
+// rows (a grid of 2112 blocks of 128 threads at ~60 registers is two waves on
+// an H100 or H200; two rows a warp make it one, with twice the loads in flight
+// per lane). V2-Lite's experts: 352 x 6 blocks a product.
+constexpr int64_t kTwoRowBlocks = 1024;
+
+// One warp per R output rows (o0 .. o0 + R - 1); up to NC token rows share each
+// weight read. Each row's sum is the same sequence of additions whatever R.
 // ids (experts): block row y is pair p, its matrix ids[p], x row p / x_div; a
 // pair with ids[p] < 0 (an expert held elsewhere) gets zeros. GLU (the up
 // product of experts, or of cuda.matmul_glu's dense rows): y already holds the
@@ -45,7 +52,7 @@ __device__ __forceinline__ void prefetch_rows(const uint8_t* W, uint64_t row_byt
 // SwiGLU kernel follows (a template parameter: the double exp() in every
 // instantiation cost Q6_K's kernel 56 -> 128 registers, and V3-5L's all-GPU
 // decode 5%).
-template <GgmlType T, int NC, bool GLU = false>
+template <GgmlType T, int NC, bool GLU = false, int R = 1>
 __global__ void __launch_bounds__(32 * kRowsPerBlock)
     mmv_int8(const uint8_t* __restrict__ W, uint64_t row_bytes, uint64_t mat_bytes, int64_t n_out, int64_t n_in,
              const int8_t* __restrict__ xq, const float* __restrict__ xd, int n_tok, float* __restrict__ y, int64_t ldy,
@@ -53,16 +60,18 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock)
   using Q = Q8Dot<T>;
   constexpr int kAct = Q::kAct == ActBlocks::Q8_0 ? 32 : 256;
   const int lane = threadIdx.x & 31;
-  if (!ids && blockIdx.y == 0 && threadIdx.x == 0) prefetch_rows(W, row_bytes, n_out);
+  if (!ids && blockIdx.y == 0 && threadIdx.x == 0) prefetch_rows(W, row_bytes, n_out, kRowsPerBlock * R);
   wait_for_inputs();
-  const int64_t o = int64_t(blockIdx.x) * kRowsPerBlock + (threadIdx.x >> 5);
-  if (o >= n_out) return;
+  const int64_t o0 = (int64_t(blockIdx.x) * kRowsPerBlock + (threadIdx.x >> 5)) * R;
+  if (o0 >= n_out) return;
+  const int nr = R == 1 ? 1 : int(min(int64_t(R), n_out - o0));
   int64_t t0;
   int nt;
   if (ids) {
     const int64_t p = blockIdx.y;
-    if (ids[p] < 0) {  // an expert another device holds: its row is zero
-      if (lane == 0) y[p * ldy + o] = 0.0f;
+    if (ids[p] < 0) {  // an expert another device holds: its rows are zero
+      if (lane == 0)
+        for (int r = 0; r < nr; ++r) y[p * ldy + o0 + r] = 0.0f;
       return;
     }
     W += uint64_t(ids[p]) * mat_bytes;
@@ -74,35 +83,61 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock)
     y += t0 * ldy;
     nt = min(NC, n_tok - int(t0));
   }
-  const uint8_t* row = W + uint64_t(o) * row_bytes;
+  const uint8_t* row = W + uint64_t(o0) * row_bytes;
   const int8_t* xq0 = xq + t0 * n_in;
   const float* xd0 = xd + t0 * (n_in / kAct);
-  float acc[NC];
+  float acc[R][NC];
 #pragma unroll
-  for (int t = 0; t < NC; ++t) acc[t] = 0.0f;
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int t = 0; t < NC; ++t) acc[r][t] = 0.0f;
   const int64_t n_chunks = (n_in / Q::kValues) * Q::kLanes;
   // Several chunks' loads in flight per lane: decode is bound by the bytes a
   // warp keeps in flight, not by arithmetic. Measured on an H100 (kernels/cuda/
   // README.md): 4 chunks for the 256-value types (Q4_K 36% -> 49% of the copy
   // bandwidth), 2 for the 32-value ones (4 costs Q8_0 registers: 72% -> 57%).
   constexpr int kUnroll = Q::kValues == 256 ? 4 : 2;
+  if constexpr (R == 1) {
 #pragma unroll(NC == 1 ? kUnroll : 2)
-  for (int64_t c = lane; c < n_chunks; c += 32) {
-    const int64_t b = c / Q::kLanes;
-    const int i = int(c % Q::kLanes);
-    const typename Q::W w = Q::load(row + b * Q::kBytes, i);
-    const int64_t v0 = b * Q::kValues;
+    for (int64_t c = lane; c < n_chunks; c += 32) {
+      const int64_t b = c / Q::kLanes;
+      const int i = int(c % Q::kLanes);
+      const typename Q::W w = Q::load(row + b * Q::kBytes, i);
+      const int64_t v0 = b * Q::kValues;
 #pragma unroll
-    for (int t = 0; t < NC; ++t)
-      if (t < nt) acc[t] += Q::dot(w, i, xq0 + t * n_in + v0, xd0[t * (n_in / kAct) + v0 / kAct]);
+      for (int t = 0; t < NC; ++t)
+        if (t < nt) acc[0][t] += Q::dot(w, i, xq0 + t * n_in + v0, xd0[t * (n_in / kAct) + v0 / kAct]);
+    }
+  } else {
+    // Two rows: both rows' loads before the first product, half the unroll
+    // (the same loads in flight a lane). A warp with one row left loads its
+    // row twice and keeps one sum.
+    static_assert(R == 2 && NC == 1);
+    const uint8_t* row1 = nr > 1 ? row + row_bytes : row;
+#pragma unroll(kUnroll / 2)
+    for (int64_t c = lane; c < n_chunks; c += 32) {
+      const int64_t b = c / Q::kLanes;
+      const int i = int(c % Q::kLanes);
+      const typename Q::W w0 = Q::load(row + b * Q::kBytes, i);
+      const typename Q::W w1 = Q::load(row1 + b * Q::kBytes, i);
+      const int64_t v0 = b * Q::kValues;
+      const float xd = xd0[v0 / kAct];
+      acc[0][0] += Q::dot(w0, i, xq0 + v0, xd);
+      acc[1][0] += Q::dot(w1, i, xq0 + v0, xd);
+    }
   }
 #pragma unroll
-  for (int t = 0; t < NC; ++t) {
-    const float s = warp_sum(acc[t]);
-    if constexpr (GLU) {
-      if (lane == 0 && t < nt) y[t * ldy + o] = swiglu_value(y[t * ldy + o], s);
-    } else {
-      if (lane == 0 && t < nt) y[t * ldy + o] = bias ? s + bias[o] : s;
+  for (int r = 0; r < R; ++r) {
+    if (r >= nr) break;
+    const int64_t o = o0 + r;
+#pragma unroll
+    for (int t = 0; t < NC; ++t) {
+      const float s = warp_sum(acc[r][t]);
+      if constexpr (GLU) {
+        if (lane == 0 && t < nt) y[t * ldy + o] = swiglu_value(y[t * ldy + o], s);
+      } else {
+        if (lane == 0 && t < nt) y[t * ldy + o] = bias ? s + bias[o] : s;
+      }
     }
   }
 }
@@ -144,7 +179,7 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock)
               const float* __restrict__ x, int64_t ldx, int n_tok, int xround, float* __restrict__ y, int64_t ldy,
               const float* __restrict__ bias, const int32_t* __restrict__ ids, int64_t x_div) {
   const int lane = threadIdx.x & 31;
-  if (!ids && blockIdx.y == 0 && threadIdx.x == 0) prefetch_rows(W, row_bytes, n_out);
+  if (!ids && blockIdx.y == 0 && threadIdx.x == 0) prefetch_rows(W, row_bytes, n_out, kRowsPerBlock);
   wait_for_inputs();
   const int64_t o = int64_t(blockIdx.x) * kRowsPerBlock + (threadIdx.x >> 5);
   if (o >= n_out) return;
@@ -550,14 +585,23 @@ void MatmulOp::run_int8(const int8_t* xq, const float* xd, int64_t rows, float* 
   auto s = static_cast<cudaStream_t>(queue);
   const dim3 block(32 * kRowsPerBlock);
   const unsigned gx = unsigned(ceil_div(n_out_, kRowsPerBlock));
+  // One token a block row (experts' pairs, or a single row): two rows a warp
+  // where one would take more than a wave of blocks.
+  const unsigned gy1 = ids ? unsigned(n_pairs) : 1u;
+  const bool two = (ids || rows == 1) && int64_t(gx) * gy1 > kTwoRowBlocks;
+  const unsigned gx2 = unsigned(ceil_div(n_out_, 2 * kRowsPerBlock));
   with_quant_type(type_, [&](auto tc) {
     constexpr GgmlType T = decltype(tc)::value;
-    if (ids) {
-      launch(glu ? mmv_int8<T, 1, true> : mmv_int8<T, 1>, dim3(gx, unsigned(n_pairs)), block, 0, s, w_, row_bytes_,
-             mat_bytes_, n_out_, n_in_, xq, xd, 1, y, ldy, nullptr, ids, x_div);
-    } else if (rows == 1) {
-      launch(glu ? mmv_int8<T, 1, true> : mmv_int8<T, 1>, dim3(gx, 1), block, 0, s, w_, row_bytes_, mat_bytes_, n_out_,
-             n_in_, xq, xd, 1, y, ldy, bias, nullptr, 1);
+    if (ids || rows == 1) {
+      const int32_t* id = ids ? ids : nullptr;
+      const float* b = ids ? nullptr : bias;
+      const int64_t xdv = ids ? x_div : 1;
+      if (two)
+        launch(glu ? mmv_int8<T, 1, true, 2> : mmv_int8<T, 1, false, 2>, dim3(gx2, gy1), block, 0, s, w_, row_bytes_,
+               mat_bytes_, n_out_, n_in_, xq, xd, 1, y, ldy, b, id, xdv);
+      else
+        launch(glu ? mmv_int8<T, 1, true> : mmv_int8<T, 1>, dim3(gx, gy1), block, 0, s, w_, row_bytes_, mat_bytes_,
+               n_out_, n_in_, xq, xd, 1, y, ldy, b, id, xdv);
     } else {
       launch(glu ? mmv_int8<T, 8, true> : mmv_int8<T, 8>, dim3(gx, unsigned(ceil_div(rows, 8))), block, 0, s, w_,
              row_bytes_, mat_bytes_, n_out_, n_in_, xq, xd, int(rows), y, ldy, bias, nullptr, 1);

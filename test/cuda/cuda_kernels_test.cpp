@@ -131,6 +131,9 @@ TEST(CudaKernels, MatmulEveryTypeBothRoundingsAndBatches) {
     for (auto s : {std::pair<int64_t, int64_t>{96, 37}, {1024, 300}}) cases.push_back({t, s.first, s.second});
   for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS})
     for (auto s : {std::pair<int64_t, int64_t>{256, 37}, {2304, 300}}) cases.push_back({t, s.first, s.second});
+  // More than kTwoRowBlocks blocks at one row: two rows a warp, the last warp
+  // with one (4099 rows).
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K}) cases.push_back({t, 256, 4099});
   uint64_t seed = 100;
   for (const MatmulCase& mc : cases) {
     for (int64_t rows : {1, 3, 8, 13, 40, 60}) {
