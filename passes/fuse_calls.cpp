@@ -76,6 +76,7 @@ class FuseCallsPass : public impl::FuseCallsBase<FuseCallsPass> {
     for (exec::CallOp c : calls)
       if (auto ins = c.getInputs())
         for (mlir::Attribute a : ins) ++reads[str(a)];
+    ++reads[phase.getLogits()];  // the runtime reads the logits
     llvm::StringSet<> dead;
     for (size_t i = 0; i + 2 < calls.size(); ++i) {
       exec::CallOp m0 = calls[i], m1 = calls[i + 1], sm = calls[i + 2];
@@ -101,7 +102,7 @@ class FuseCallsPass : public impl::FuseCallsBase<FuseCallsPass> {
   static bool glu_triple(exec::CallOp m0, exec::CallOp m1, exec::CallOp sm, const llvm::StringMap<int>& reads) {
     auto plain_matmul = [](exec::CallOp c) {
       return c.getKernel() == "cuda.matmul" && c.getInputs() && c.getInputs().size() == 1 &&
-             c.getOutputs().size() == 1 && c.getWeights().size() == 1 && !c.getKv();
+             c.getOutputs().size() == 1 && c.getWeights().size() == 1 && !c.getKv() && c.getParams().empty();
     };
     if (!plain_matmul(m0) || !plain_matmul(m1) || sm.getKernel() != "cuda.silu_mul") return false;
     if (m0.getDevice() != sm.getDevice() || m1.getDevice() != sm.getDevice()) return false;

@@ -38,9 +38,10 @@ __device__ __forceinline__ void prefetch_rows(const uint8_t* W, uint64_t row_byt
 }
 
 // Blocks of one int8 matrix-vector launch above which each warp takes R = 2
-// rows (a grid of 2112 blocks of 128 threads at ~60 registers is two waves on
-// an H100 or H200; two rows a warp make it one, with twice the loads in flight
-// per lane). V2-Lite's experts: 352 x 6 blocks a product.
+// rows: half the blocks, each warp with both rows' loads in flight. V2-Lite's
+// experts' products are 352 x 6 = 2112 blocks of 128 threads at 60-70
+// registers, about two waves of 8 blocks an SM on 132 SMs (measured, with the
+// thresholds tried: kernels/cuda/README.md).
 constexpr int64_t kTwoRowBlocks = 1024;
 
 // One warp per R output rows (o0 .. o0 + R - 1); up to NC token rows share each
