@@ -187,6 +187,9 @@ def FuseCalls : Pass<"kt-fuse-calls", "::mlir::ModuleOp"> {
     (on a GPU, one launch less in decode's chain of small kernels). Two
     "cuda.matmul" of one input and "cuda.silu_mul" of their products (read by
     nothing else) become "cuda.matmul_glu" [x] -> [h] with weights [gate, up].
+    A "cuda.add_rms_norm" whose output h int8 products read gets a third
+    output h.q8 (h rounded to their 8-bit blocks, param round_act), which
+    those "cuda.matmul" / "cuda.matmul_glu" calls read as a second input.
   }];
   let dependentDialects = ["::kt::exec::KtExecDialect"];
 }

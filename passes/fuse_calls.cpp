@@ -15,6 +15,14 @@
 // and the SwiGLU in the up product's epilogue, kernels/cuda/cuda_matmul_glu.cu;
 // the CPU has no such kernel: its threads gain nothing from it). g and u are
 // then dead and their buffers go.
+//   cuda.add_rms_norm [a, b] -> [y, h] whose h the GPU's int8 products read
+//   (cuda.matmul, cuda.matmul_glu over int8-path weights)
+//     => cuda.add_rms_norm [a, b] -> [y, h, h.q8] {round_act = 32 | 256},
+//        and those products read [h, h.q8]
+// (the norm rounds h's rows to the 8-bit blocks the products would round them
+// to, where it writes them: kernels/cuda/cuda_rounded_rows.h; q and kv_a, and
+// the shared experts' gate and up, each lose a rounding kernel. The blocks most
+// of the readers take; the others round for themselves.)
 // The fused kernels compute the same operations in the same order, so plans
 // with and without the pass give the same bits.
 //
@@ -44,7 +52,12 @@ std::pair<llvm::StringRef, llvm::StringRef> split_kernel(llvm::StringRef k) { re
 class FuseCallsPass : public impl::FuseCallsBase<FuseCallsPass> {
  public:
   void runOnOperation() override {
-    getOperation()->walk([&](exec::PhaseOp phase) { run(phase); });
+    llvm::StringMap<std::string> weight_types;
+    getOperation()->walk([&](exec::WeightOp w) { weight_types[w.getSymName()] = w.getType().str(); });
+    getOperation()->walk([&](exec::PhaseOp phase) {
+      run(phase);
+      share_rounding(phase, weight_types);
+    });
   }
 
  private:
@@ -66,6 +79,62 @@ class FuseCallsPass : public impl::FuseCallsBase<FuseCallsPass> {
       add.erase();
       norm.erase();
       ++i;  // the norm is gone: the next pair starts after it
+    }
+  }
+
+  // The 8-bit blocks the GPU's int8 products round activations to for a
+  // weight type (kernels/cuda/cuda_types.cuh act_block, over the types with
+  // CUDA int8 kernels); 0: a float type or one without them.
+  static int act_block(llvm::StringRef type) {
+    if (type == "Q8_0" || type == "Q4_0" || type == "Q5_0") return 32;
+    if (type == "Q4_K" || type == "Q5_K" || type == "Q6_K" || type == "IQ4_XS") return 256;
+    return 0;
+  }
+
+  void share_rounding(exec::PhaseOp phase, const llvm::StringMap<std::string>& weight_types) {
+    mlir::Block& body = phase.getBody().front();
+    llvm::StringMap<exec::BufferOp> buffers;
+    for (auto buf : body.getOps<exec::BufferOp>()) buffers[buf.getSymName()] = buf;
+    llvm::SmallVector<exec::CallOp> calls(body.getOps<exec::CallOp>());
+    for (size_t i = 0; i < calls.size(); ++i) {
+      exec::CallOp norm = calls[i];
+      if (norm.getKernel() != "cuda.add_rms_norm" || norm.getOutputs().size() != 2) continue;
+      const std::string h = str(norm.getOutputs()[1]);
+      auto hb = buffers.find(h);
+      if (hb == buffers.end()) continue;
+      // The products reading h, and the blocks each rounds it to.
+      llvm::SmallVector<std::pair<exec::CallOp, int>> readers;
+      int count32 = 0, count256 = 0;
+      for (size_t j = i + 1; j < calls.size(); ++j) {
+        exec::CallOp c = calls[j];
+        const bool product = (c.getKernel() == "cuda.matmul" && c.getWeights().size() == 1) ||
+                             (c.getKernel() == "cuda.matmul_glu" && c.getWeights().size() == 2);
+        if (!product || c.getDevice() != norm.getDevice() || c.getInputs().size() != 1 ||
+            str(c.getInputs()[0]) != h)
+          continue;
+        auto t = weight_types.find(str(c.getWeights()[0]));
+        const int act = t == weight_types.end() ? 0 : act_block(t->second);
+        if (act == 0) continue;
+        readers.push_back({c, act});
+        (act == 32 ? count32 : count256)++;
+      }
+      if (readers.empty()) continue;
+      const int act = count256 >= count32 ? 256 : 32;
+      const int64_t n = hb->second.getCols();
+      if (n % act != 0) continue;
+      const std::string hq = h + ".q8";
+      mlir::OpBuilder bb(hb->second->getBlock(), std::next(hb->second->getIterator()));
+      exec::BufferOp::create(bb, hb->second.getLoc(), hq, hb->second.getDevice(), "I32", n / 4 + n / act,
+                             hb->second.getRows(), mlir::IntegerAttr());
+      mlir::OpBuilder b(norm);
+      llvm::SmallVector<mlir::Attribute> outs(norm.getOutputs().begin(), norm.getOutputs().end());
+      outs.push_back(b.getStringAttr(hq));
+      norm.setOutputsAttr(b.getArrayAttr(outs));
+      llvm::SmallVector<mlir::NamedAttribute> params(norm.getParams().begin(), norm.getParams().end());
+      params.push_back(b.getNamedAttr("round_act", b.getI64IntegerAttr(act)));
+      norm.setParamsAttr(b.getDictionaryAttr(params));
+      for (auto& [c, a] : readers)
+        if (a == act) c.setInputsAttr(b.getArrayAttr({b.getStringAttr(h), b.getStringAttr(hq)}));
     }
   }
 

@@ -9,6 +9,8 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/cuda_launch.cuh"
 #include "kernels/cuda/cuda_quant.cuh"
+#include "kernels/cuda/cuda_rounded_rows.h"
+#include "kernels/cuda/cuda_rounding.cuh"
 #include "kernels/cuda/cuda_types.cuh"
 #include "kernels/kernel_bind.h"
 #include "kernels/norm_contract.h"
@@ -81,15 +83,24 @@ __global__ void rms_norm_groups(const float* __restrict__ x, const float* __rest
 // (kt-fuse-calls). The sum is add_kernel's (__fadd_rn) and the norm
 // rms_norm_groups', with the threads norm_threads() gives both, so the bits
 // are those of the two kernels.
+// hq (not null): h's row also rounded to 8-bit blocks of `act` values
+// (cuda_rounded_rows.h: hq [rows][n], hd [rows][n / act]) with quantize_q8's
+// operations, read back from the row this block just wrote, so the products
+// reading h need no rounding kernel.
 __global__ void add_rms_norm_rows(const float* __restrict__ a, const float* __restrict__ b,
                                   const float* __restrict__ w, int64_t n, float eps, float* __restrict__ y,
-                                  float* __restrict__ h) {
+                                  float* __restrict__ h, int8_t* __restrict__ hq, float* __restrict__ hd, int act) {
   __shared__ double red[32];
   if (threadIdx.x == 0) prefetch_l2(w, uint64_t(n) * 4);
   wait_for_inputs();
   const int64_t off = int64_t(blockIdx.x) * n;
   a += off, b += off;
   rms_norm_row([a, b](int64_t i) { return __fadd_rn(a[i], b[i]); }, w, n, eps, y + off, h + off, red);
+  if (!hq) return;
+  __syncthreads();  // the row's values, written by every thread, visible to all
+  const int64_t nb = n / act;
+  for (int64_t k = threadIdx.x >> 5; k < nb; k += blockDim.x >> 5)
+    round_block_q8_warp(h + off + k * act, act, hq + off + k * act, hd + int64_t(blockIdx.x) * nb + k);
 }
 
 // Threads for a block normalizing groups of `group` values: as few as keep a
@@ -202,20 +213,23 @@ class RmsNorm final : public Kernel {
 class AddRmsNorm final : public Kernel {
  public:
   bool capturable(const CallArgs&) const override { return true; }
-  AddRmsNorm(int device, float eps) : device_(device), eps_(eps) {}
+  AddRmsNorm(int device, float eps, int act) : device_(device), eps_(eps), act_(act) {}
   void run(const CallArgs& a) override {
     cuda::use_device(device_);
     const Act& x = a.in[0];
     if (x.rows == 0) return;
+    int8_t* hq = act_ ? cuda::rounded_q(a.out[2].data) : nullptr;
+    float* hd = act_ ? cuda::rounded_d(a.out[2].data, a.out[2].max_rows, x.cols) : nullptr;
     cuda::launch(cuda::add_rms_norm_rows, unsigned(x.rows), cuda::norm_threads(x.cols), 0,
                  static_cast<cudaStream_t>(a.queue), x.f32(), a.in[1].f32(), a.weights[0].f32(), x.cols, eps_,
-                 a.out[0].f32(), a.out[1].f32());
+                 a.out[0].f32(), a.out[1].f32(), hq, hd, act_);
     cuda::check_launch("cuda.add_rms_norm", a.queue);
   }
 
  private:
   int device_;
   float eps_;
+  int act_;  // out[2]: h rounded to blocks of act_ values (0: no such output)
 };
 
 // add, silu_mul, sigmoid_gate_add: one thread per value.
@@ -362,11 +376,30 @@ std::unique_ptr<Kernel> make_cuda_rms_norm(const CallSpec& s, std::string* error
   return b.done(std::make_unique<RmsNorm>(s.device, group, eps));
 }
 
+// A third output (kt-fuse-calls, param round_act 32 or 256): the norm's rows
+// rounded to 8-bit blocks for the products that read them
+// (cuda_rounded_rows.h); the first two are the contract cpu.add_rms_norm shares.
 std::unique_ptr<Kernel> make_cuda_add_rms_norm(const CallSpec& s, std::string* error) {
   Binder b(s, error);
   float eps = 0;
-  if (!on_gpu(b) || !bind_add_rms_norm(b, s, &eps)) return nullptr;
-  return b.done(std::make_unique<AddRmsNorm>(s.device, eps));
+  if (!on_gpu(b)) return nullptr;
+  CallSpec two = s;
+  if (two.out.size() == 3) two.out.pop_back();
+  Binder b2(two, error);
+  if (!bind_add_rms_norm(b2, two, &eps)) return nullptr;
+  int act = 0;
+  if (s.out.size() == 3) {
+    act = int(b.i("round_act"));
+    const int64_t n = s.in[0].cols;
+    if (b.check(act == 32 || act == 256, "round_act ", act, " is not 32 or 256") &&
+        b.check(n % act == 0, "rows of ", n, " values are not whole blocks of ", act)) {
+      b.out_type(2, GgmlType::I32);
+      b.out_cols(2, cuda::rounded_rows_cols(n, act));
+      b.check(s.out[2].max_rows >= s.in[0].max_rows, "output 2 holds ", s.out[2].max_rows, " rows, input 0 ",
+              s.in[0].max_rows);
+    }
+  }
+  return b.done(std::make_unique<AddRmsNorm>(s.device, eps, act));
 }
 
 std::unique_ptr<Kernel> make_cuda_add(const CallSpec& s, std::string* error) {

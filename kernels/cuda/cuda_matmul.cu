@@ -478,12 +478,16 @@ std::string_view MatmulOp::impl(int64_t rows) const {
 }
 
 void MatmulOp::run(const float* x, int64_t ldx, int64_t rows, float* y, int64_t ldy, const float* bias,
-                   void* scratch, void* queue, Path path) const {
+                   void* scratch, void* queue, Path path, const RoundedRows* pre) const {
   if (rows <= 0) return;
   if (use_tiles(rows, path))
     run_tiles(x, ldx, rows, y, ldy, bias, scratch, queue);
   else
-    run_vector(x, ldx, rows, y, ldy, bias, nullptr, 0, 1, scratch, queue);
+    run_vector(x, ldx, rows, y, ldy, bias, nullptr, 0, 1, scratch, queue, pre);
+}
+
+bool MatmulOp::takes(const RoundedRows& pre) const {
+  return pre.q && int8_path() && act_block(type_) == pre.act;
 }
 
 void MatmulOp::run_experts(const float* x, int64_t ldx, int64_t n_x_rows, const int32_t* ids, int64_t n_pairs,
@@ -503,28 +507,7 @@ __global__ void quantize_q8(const float* __restrict__ x, int64_t ldx, int64_t n,
                             float* __restrict__ xd) {
   wait_for_inputs();
   const int64_t r = blockIdx.y, blk = blockIdx.x;
-  const int lane = threadIdx.x;
-  if (act == 32) {
-    float d16;
-    const int q = round_q8_0_warp(x[r * ldx + blk * 32 + lane], &d16);
-    xq[r * n + blk * 32 + lane] = int8_t(q);
-    if (lane == 0) xd[r * (n / 32) + blk] = d16;
-    return;
-  }
-  float v[8];
-  int q[8];
-  const float* xr = x + r * ldx + blk * 256 + 8 * lane;
-#pragma unroll
-  for (int k = 0; k < 8; ++k) v[k] = xr[k];
-  const float d = round_q8_k_warp(v, q);
-  uint32_t lo = 0, hi = 0;
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    lo |= uint32_t(uint8_t(int8_t(q[k]))) << (8 * k);
-    hi |= uint32_t(uint8_t(int8_t(q[k + 4]))) << (8 * k);
-  }
-  *reinterpret_cast<uint2*>(xq + r * n + blk * 256 + 8 * lane) = make_uint2(lo, hi);
-  if (lane == 0) xd[r * (n / 256) + blk] = d;
+  round_block_q8_warp(x + r * ldx + blk * act, act, xq + r * n + blk * act, xd + r * (n / act) + blk);
 }
 
 void quantize_rows(const float* x, int64_t ldx, int64_t rows, int64_t n, int act, int8_t* xq, float* xd,
@@ -534,11 +517,16 @@ void quantize_rows(const float* x, int64_t ldx, int64_t rows, int64_t n, int act
 }
 
 void MatmulOp::run_vector(const float* x, int64_t ldx, int64_t rows, float* y, int64_t ldy, const float* bias,
-                          const int32_t* ids, int64_t n_pairs, int64_t x_div, void* scratch, void* queue) const {
+                          const int32_t* ids, int64_t n_pairs, int64_t x_div, void* scratch, void* queue,
+                          const RoundedRows* pre) const {
   auto s = static_cast<cudaStream_t>(queue);
   const dim3 block(32 * kRowsPerBlock);
   const unsigned gx = unsigned(ceil_div(n_out_, kRowsPerBlock));
   if (int8_path()) {
+    if (pre && takes(*pre)) {
+      run_int8(pre->q, pre->d, rows, y, ldy, bias, ids, n_pairs, x_div, false, queue);
+      return;
+    }
     const RoundedX r = round_x(x, ldx, rows, scratch, queue);
     run_int8(r.q, r.d, rows, y, ldy, bias, ids, n_pairs, x_div, false, queue);
     return;
@@ -621,8 +609,13 @@ void MatmulOp::run_experts_glu(const MatmulOp& up, const float* x, int64_t ldx, 
 }
 
 void MatmulOp::run_glu(const MatmulOp& up, const float* x, int64_t ldx, int64_t rows, float* y, int64_t ldy,
-                       void* scratch, void* queue) const {
+                       void* scratch, void* queue, const RoundedRows* pre) const {
   if (rows <= 0) return;
+  if (pre && takes(*pre)) {  // glu_pair: up takes the same blocks
+    run_int8(pre->q, pre->d, rows, y, ldy, nullptr, nullptr, 0, 1, false, queue);
+    up.run_int8(pre->q, pre->d, rows, y, ldy, nullptr, nullptr, 0, 1, true, queue);
+    return;
+  }
   const RoundedX r = round_x(x, ldx, rows, scratch, queue);
   run_int8(r.q, r.d, rows, y, ldy, nullptr, nullptr, 0, 1, false, queue);
   up.run_int8(r.q, r.d, rows, y, ldy, nullptr, nullptr, 0, 1, true, queue);
@@ -713,12 +706,15 @@ namespace {
 class CudaMatmul final : public Kernel {
  public:
   bool capturable(const CallArgs&) const override { return true; }
-  CudaMatmul(cuda::MatmulOp op, int device, bool bias) : op_(op), device_(device), bias_(bias) {}
+  CudaMatmul(cuda::MatmulOp op, int device, bool bias, int pre_act)
+      : op_(op), device_(device), bias_(bias), pre_act_(pre_act) {}
   void run(const CallArgs& a) override {
     cuda::use_device(device_);
     const Act &x = a.in[0], &y = a.out[0];
+    cuda::RoundedRows pre;
+    if (pre_act_) pre = cuda::rounded_rows(a.in[1].data, a.in[1].max_rows, x.cols, pre_act_);
     op_.run(x.f32(), x.cols, x.rows, y.f32(), y.cols, bias_ ? a.weights[1].f32() : nullptr, cuda::workspace(device_),
-            a.queue);
+            a.queue, cuda::MatmulOp::Path::Auto, pre_act_ ? &pre : nullptr);
   }
   std::string_view impl() const override { return op_.impl(1); }
 
@@ -726,13 +722,26 @@ class CudaMatmul final : public Kernel {
   cuda::MatmulOp op_;
   int device_;
   bool bias_;
+  int pre_act_;  // x's rows also come rounded (input 1): their blocks, else 0
 };
 
 }  // namespace
 
+int bind_rounded_rows(Binder& b, const CallSpec& s, size_t k) {
+  if (s.in.size() <= k) return 0;
+  const int act = cuda::rounded_rows_act(s.in[0].cols, s.in[k].cols);
+  b.in_type(k, GgmlType::I32);
+  b.check(act != 0, "input ", k, " (rounded rows) has ", s.in[k].cols, " words a row, not ",
+          cuda::rounded_rows_cols(s.in[0].cols, 256), " or ", cuda::rounded_rows_cols(s.in[0].cols, 32));
+  b.check(s.in[k].max_rows >= s.in[0].max_rows, "input ", k, " (rounded rows) holds ", s.in[k].max_rows,
+          " rows, input 0 ", s.in[0].max_rows);
+  return act;
+}
+
 std::unique_ptr<Kernel> make_cuda_matmul(const CallSpec& s, std::string* error) {
   Binder b(s, error);
-  if (!b.arity(1, 1, 1, 2)) return nullptr;
+  if (!b.arity(s.in.size() == 2 ? 2 : 1, 1, 1, 2)) return nullptr;
+  const int pre_act = bind_rounded_rows(b, s, 1);
   const WeightView& w = s.weights[0];
   b.weight_shape(0, s.in[0].cols, s.out[0].cols);
   b.in_type(0, GgmlType::F32);
@@ -745,7 +754,7 @@ std::unique_ptr<Kernel> make_cuda_matmul(const CallSpec& s, std::string* error) 
   cuda::MatmulOp op;
   if (!op.init(w, s.in[0].max_rows, s.rounding, error)) return nullptr;
   if (!cuda::reserve_workspace(s.device, op.scratch_bytes(), error)) return nullptr;
-  return std::make_unique<CudaMatmul>(op, s.device, s.weights.size() > 1);
+  return std::make_unique<CudaMatmul>(op, s.device, s.weights.size() > 1, pre_act);
 }
 
 }  // namespace kt::kern

@@ -25,6 +25,7 @@
 #include <string>
 #include <string_view>
 
+#include "kernels/cuda/cuda_rounded_rows.h"
 #include "kernels/kernel.h"
 
 namespace kt::cuda {
@@ -61,8 +62,12 @@ class MatmulOp {
 
   // y [rows][n_out] (row stride ldy) = x [rows][n_in] (row stride ldx) W^T
   // (+ bias [n_out], device). Asynchronous on queue (a cudaStream_t).
+  // pre: x's rows already rounded (cuda_rounded_rows.h), taken where the
+  // vector int8 path would round x to the same blocks; ignored elsewhere.
   void run(const float* x, int64_t ldx, int64_t rows, float* y, int64_t ldy, const float* bias, void* scratch,
-           void* queue, Path path = Path::Auto) const;
+           void* queue, Path path = Path::Auto, const RoundedRows* pre = nullptr) const;
+  // Whether run() takes pre (the int8 path rounding to pre's blocks).
+  bool takes(const RoundedRows& pre) const;
 
   // Experts: for p < n_pairs, y row p = x row (p / x_div) times the matrix
   // ids[p] (device) of W, zeros where ids[p] < 0. x has n_x_rows rows; vector
@@ -87,7 +92,7 @@ class MatmulOp {
   // after, from one rounding of x with the SwiGLU in up's epilogue: three
   // launches, not five. Only where glu_pair(up) and rows <= kVectorRows.
   void run_glu(const MatmulOp& up, const float* x, int64_t ldx, int64_t rows, float* y, int64_t ldy, void* scratch,
-               void* queue) const;
+               void* queue, const RoundedRows* pre = nullptr) const;
 
   // "int8-dp4a", "float", "wmma-fp16", for Kernel::impl().
   std::string_view impl(int64_t rows) const;
@@ -96,7 +101,8 @@ class MatmulOp {
   bool int8_path() const;
   bool use_tiles(int64_t rows, Path path) const;
   void run_vector(const float* x, int64_t ldx, int64_t rows, float* y, int64_t ldy, const float* bias,
-                  const int32_t* ids, int64_t n_pairs, int64_t x_div, void* scratch, void* queue) const;
+                  const int32_t* ids, int64_t n_pairs, int64_t x_div, void* scratch, void* queue,
+                  const RoundedRows* pre = nullptr) const;
   // x rounded to the 8-bit blocks this op's type takes, into the vector
   // path's scratch: q [rows][n_in], d the blocks' scales.
   struct RoundedX {

@@ -10,6 +10,8 @@
 // run the three calls' kernels one after another, with the up products in the
 // workspace. Either way the bits are those of the unfused calls: the products
 // are the same kernels' and the SwiGLU is swiglu_value, as cuda.silu_mul's.
+// An optional second input holds x's rows already rounded (cuda_rounded_rows.h:
+// add_rms_norm's third output), taken at decode in place of the rounding.
 #include <algorithm>
 
 #include "kernels/cuda/cuda_context.h"
@@ -30,6 +32,7 @@ class CudaMatmulGlu final : public Kernel {
     int device = 0;
     bool glu = false;  // gate.glu_pair(up)
     uint64_t up_bytes = 0;  // the unfused path's up products, at the workspace's start
+    int pre_act = 0;        // x's rows also come rounded (input 1): their blocks, else 0
   };
   explicit CudaMatmulGlu(Setup s) : s_(s) {}
   bool capturable(const CallArgs&) const override { return true; }
@@ -39,7 +42,9 @@ class CudaMatmulGlu final : public Kernel {
     if (x.rows == 0) return;
     auto* ws = static_cast<uint8_t*>(cuda::workspace(s_.device));
     if (s_.glu && x.rows <= cuda::MatmulOp::kVectorRows) {
-      s_.gate.run_glu(s_.up, x.f32(), x.cols, x.rows, h.f32(), h.cols, ws, a.queue);
+      cuda::RoundedRows pre;
+      if (s_.pre_act) pre = cuda::rounded_rows(a.in[1].data, a.in[1].max_rows, x.cols, s_.pre_act);
+      s_.gate.run_glu(s_.up, x.f32(), x.cols, x.rows, h.f32(), h.cols, ws, a.queue, s_.pre_act ? &pre : nullptr);
       return;
     }
     auto* u = reinterpret_cast<float*>(ws);
@@ -61,7 +66,8 @@ class CudaMatmulGlu final : public Kernel {
 
 std::unique_ptr<Kernel> make_cuda_matmul_glu(const CallSpec& s, std::string* error) {
   Binder b(s, error);
-  if (!b.arity(1, 1, 2)) return nullptr;
+  if (!b.arity(s.in.size() == 2 ? 2 : 1, 1, 2)) return nullptr;
+  const int pre_act = bind_rounded_rows(b, s, 1);
   const int64_t n_in = s.in[0].cols, n_ff = s.out[0].cols;
   b.weight_shape(0, n_in, n_ff);
   b.weight_shape(1, n_in, n_ff);
@@ -70,6 +76,7 @@ std::unique_ptr<Kernel> make_cuda_matmul_glu(const CallSpec& s, std::string* err
   if (!b.ok()) return nullptr;
   CudaMatmulGlu::Setup st;
   st.device = s.device;
+  st.pre_act = pre_act;
   const int64_t max_rows = s.in[0].max_rows;
   if (!st.gate.init(s.weights[0], max_rows, s.rounding, error) || !st.up.init(s.weights[1], max_rows, s.rounding, error))
     return nullptr;

@@ -53,4 +53,33 @@ __device__ __forceinline__ float round_q8_k_warp(const float v[8], int q[8]) {
   return __fdiv_rn(1.0f, iscale);
 }
 
+// One activation block of `act` values (32: Q8_0, 256: Q8_K) at xb rounded by
+// the warp into q[0, act) and its scale *d (lane 0 writes it); q 8-byte
+// aligned. What quantize_q8 (a kernel before a product) and add_rms_norm's
+// rounded output (the row rounded where it is written) share.
+__device__ __forceinline__ void round_block_q8_warp(const float* __restrict__ xb, int act, int8_t* __restrict__ q,
+                                                    float* __restrict__ d) {
+  const int lane = threadIdx.x & 31;
+  if (act == 32) {
+    float d16;
+    const int v = round_q8_0_warp(xb[lane], &d16);
+    q[lane] = int8_t(v);
+    if (lane == 0) *d = d16;
+    return;
+  }
+  float v[8];
+  int qi[8];
+#pragma unroll
+  for (int k = 0; k < 8; ++k) v[k] = xb[8 * lane + k];
+  const float dk = round_q8_k_warp(v, qi);
+  uint32_t lo = 0, hi = 0;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    lo |= uint32_t(uint8_t(int8_t(qi[k]))) << (8 * k);
+    hi |= uint32_t(uint8_t(int8_t(qi[k + 4]))) << (8 * k);
+  }
+  *reinterpret_cast<uint2*>(q + 8 * lane) = make_uint2(lo, hi);
+  if (lane == 0) *d = dk;
+}
+
 }  // namespace kt::cuda

@@ -226,6 +226,68 @@ TEST(CudaKernels, MatmulGluMatchesItsThreeCalls) {
   }
 }
 
+// add_rms_norm's rounded output (kt-fuse-calls: the norm rounds its rows where
+// it writes them) read by cuda.matmul and cuda.matmul_glu: the same bits as the
+// products rounding the rows themselves, for Q8_K and Q8_0 blocks; a buffer of
+// the other blocks is left unread (the product rounds for itself); a buffer of
+// the wrong width is refused at bind.
+TEST(CudaKernels, RoundedRowsFromTheNormMatchTheProductsOwnRounding) {
+  KT_REQUIRE_GPU();
+  SplitMix64 rng(12);
+  const int64_t n = 512, n_out = 96;
+  uint64_t seed = 1200;
+  for (const auto& [type, act] : {std::pair<GgmlType, int>{GgmlType::Q4_K, 256}, {GgmlType::Q6_K, 256},
+                                  {GgmlType::Q8_0, 32}, {GgmlType::Q5_0, 32}, {GgmlType::Q8_0, 256}}) {
+    const int buf_act = act, op_act = type == GgmlType::Q8_0 || type == GgmlType::Q5_0 ? 32 : 256;
+    for (int64_t rows : {1, 3}) {
+      const std::string what = std::string(type_name(type)) + " reading blocks of " + std::to_string(buf_act) +
+                               " x " + std::to_string(rows);
+      Call norm;
+      norm.op = "add_rms_norm";
+      norm.in.push_back(Buf::f32(n, rows, random_floats(size_t(n * rows), rng, -3, 3)));
+      norm.in.push_back(Buf::f32(n, rows, random_floats(size_t(n * rows), rng, -1, 1)));
+      norm.out.push_back(Buf::f32(n, rows));
+      norm.out.push_back(Buf::f32(n, rows));
+      norm.out.push_back(Buf::i32(cuda::rounded_rows_cols(n, buf_act), rows));
+      norm.weights.push_back(Weight::f32("norm", random_floats(size_t(n), rng, 0.5f, 1.5f), n));
+      norm.paramf("eps", 1e-6);
+      norm.param("round_act", buf_act);
+      const Outcome nr = run_gpu(norm);
+      ASSERT_TRUE(nr.error.empty()) << what << ": " << nr.error;
+      const Buf& h = nr.out[1];
+      const Buf& hq = nr.out[2];
+      const Weight w = Weight::random("w", type, n, n_out, 1, ++seed), u = Weight::random("u", type, n, n_out, 1, ++seed);
+      for (const char* op : {"matmul", "matmul_glu"}) {
+        auto product = [&](bool rounded) {
+          Call c;
+          c.op = op;
+          c.weights.push_back(w);
+          if (std::string(op) == "matmul_glu") c.weights.push_back(u);
+          c.in.push_back(h);
+          if (rounded) c.in.push_back(hq);
+          c.out.push_back(Buf::f32(n_out, rows));
+          return run_gpu(c);
+        };
+        const Outcome own = product(false), given = product(true);
+        ASSERT_TRUE(own.error.empty() && given.error.empty()) << what << " " << op << ": " << own.error << given.error;
+        const auto a = own.out[0].floats(), b = given.out[0].floats();
+        ASSERT_TRUE(all_finite(a)) << what << " " << op;
+        EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0)
+            << what << " " << op << ": max abs " << max_abs(a, b) << (buf_act == op_act ? "" : " (buffer unread)");
+      }
+    }
+  }
+  // A rounded-rows input of the wrong width is refused at bind.
+  Call c;
+  c.op = "matmul";
+  c.weights.push_back(Weight::random("w", GgmlType::Q4_K, n, n_out, 1, 1299));
+  c.in.push_back(Buf::f32(n, 1, random_floats(size_t(n), rng)));
+  c.in.push_back(Buf::i32(cuda::rounded_rows_cols(n, 256) + 1, 1));
+  c.out.push_back(Buf::f32(n_out, 1));
+  const Outcome bad = run_gpu(c);
+  EXPECT_NE(bad.error.find("rounded rows"), std::string::npos) << bad.error;
+}
+
 // ---- rope and caches ---------------------------------------------------------------
 
 void rope_params(Call& c, int n_dims, int mode, bool yarn, int n_heads, int head_dim, int offset) {
