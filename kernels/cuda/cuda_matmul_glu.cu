@@ -78,7 +78,8 @@ std::unique_ptr<Kernel> make_cuda_matmul_glu(const CallSpec& s, std::string* err
   st.device = s.device;
   st.pre_act = pre_act;
   const int64_t max_rows = s.in[0].max_rows;
-  if (!st.gate.init(s.weights[0], max_rows, s.rounding, error) || !st.up.init(s.weights[1], max_rows, s.rounding, error))
+  if (!st.gate.init(s.weights[0], max_rows, s.rounding, error) ||
+      !st.up.init(s.weights[1], max_rows, s.rounding, error))
     return nullptr;
   st.glu = st.gate.glu_pair(st.up);
   st.up_bytes = (uint64_t(max_rows * n_ff) * 4 + 255) / 256 * 256;

@@ -53,23 +53,28 @@ TEST(CudaKernels, RmsNormRowsAndGroups) {
   }
 }
 
+// add_rms_norm over random rows: a residual, a smaller addend, a weight near 1.
+Call add_rms_norm_call(int64_t cols, int64_t rows, SplitMix64& rng) {
+  Call c;
+  c.op = "add_rms_norm";
+  c.in.push_back(Buf::f32(cols, rows, random_floats(size_t(cols * rows), rng, -3, 3)));
+  c.in.push_back(Buf::f32(cols, rows, random_floats(size_t(cols * rows), rng, -1, 1)));
+  c.out.push_back(Buf::f32(cols, rows));
+  c.out.push_back(Buf::f32(cols, rows));
+  c.weights.push_back(Weight::f32("norm", random_floats(size_t(cols), rng, 0.5f, 1.5f), cols));
+  c.paramf("eps", 1e-6);
+  return c;
+}
+
 // The residual sum and the norm after it in one call (kt-fuse-calls): both
 // outputs against the CPU's add then rms_norm.
 TEST(CudaKernels, AddRmsNorm) {
   KT_REQUIRE_GPU();
   SplitMix64 rng(5);
   // 2048 and 7168: the registers path; 10000: the loop; 100 x 7: small rows.
-  for (const auto& [cols, rows] : {std::pair<int64_t, int64_t>{2048, 1}, {7168, 3}, {10000, 2}, {100, 7}}) {
-    Call c;
-    c.op = "add_rms_norm";
-    c.in.push_back(Buf::f32(cols, rows, random_floats(size_t(cols * rows), rng, -3, 3)));
-    c.in.push_back(Buf::f32(cols, rows, random_floats(size_t(cols * rows), rng, -1, 1)));
-    c.out.push_back(Buf::f32(cols, rows));
-    c.out.push_back(Buf::f32(cols, rows));
-    c.weights.push_back(Weight::f32("norm", random_floats(size_t(cols), rng, 0.5f, 1.5f), cols));
-    c.paramf("eps", 1e-6);
-    compare(c, 1e-6, "add_rms_norm " + std::to_string(cols) + " x " + std::to_string(rows));
-  }
+  for (const auto& [cols, rows] : {std::pair<int64_t, int64_t>{2048, 1}, {7168, 3}, {10000, 2}, {100, 7}})
+    compare(add_rms_norm_call(cols, rows, rng), 1e-6,
+            "add_rms_norm " + std::to_string(cols) + " x " + std::to_string(rows));
 }
 
 TEST(CudaKernels, AddSiluMulSigmoidGateAddSelectRows) {
@@ -242,21 +247,15 @@ TEST(CudaKernels, RoundedRowsFromTheNormMatchTheProductsOwnRounding) {
     for (int64_t rows : {1, 3}) {
       const std::string what = std::string(type_name(type)) + " reading blocks of " + std::to_string(buf_act) +
                                " x " + std::to_string(rows);
-      Call norm;
-      norm.op = "add_rms_norm";
-      norm.in.push_back(Buf::f32(n, rows, random_floats(size_t(n * rows), rng, -3, 3)));
-      norm.in.push_back(Buf::f32(n, rows, random_floats(size_t(n * rows), rng, -1, 1)));
-      norm.out.push_back(Buf::f32(n, rows));
-      norm.out.push_back(Buf::f32(n, rows));
+      Call norm = add_rms_norm_call(n, rows, rng);
       norm.out.push_back(Buf::i32(cuda::rounded_rows_cols(n, buf_act), rows));
-      norm.weights.push_back(Weight::f32("norm", random_floats(size_t(n), rng, 0.5f, 1.5f), n));
-      norm.paramf("eps", 1e-6);
       norm.param("round_act", buf_act);
       const Outcome nr = run_gpu(norm);
       ASSERT_TRUE(nr.error.empty()) << what << ": " << nr.error;
       const Buf& h = nr.out[1];
       const Buf& hq = nr.out[2];
-      const Weight w = Weight::random("w", type, n, n_out, 1, ++seed), u = Weight::random("u", type, n, n_out, 1, ++seed);
+      const Weight w = Weight::random("w", type, n, n_out, 1, ++seed);
+      const Weight u = Weight::random("u", type, n, n_out, 1, ++seed);
       for (const char* op : {"matmul", "matmul_glu"}) {
         auto product = [&](bool rounded) {
           Call c;
