@@ -23,8 +23,8 @@ bool bind_rms_norm(Binder& b, const CallSpec& s, float* eps, int64_t* group) {
   return b.ok();
 }
 
-bool bind_add_rms_norm(Binder& b, const CallSpec& s, float* eps) {
-  if (!b.arity(2, 2, 1)) return false;
+bool bind_add_rms_norm(Binder& b, const CallSpec& s, float* eps, size_t extra_outputs) {
+  if (!b.arity(2, 2 + extra_outputs, 1)) return false;
   *eps = float(b.f("eps"));
   b.in_type(0, GgmlType::F32);
   b.in_type(1, GgmlType::F32);

@@ -1,4 +1,5 @@
 #include "kernels/type_traits.h"
+#include "kernels/vec_dot_block.h"
 
 #include <array>
 #include <cstdlib>
@@ -79,6 +80,19 @@ const TypeTraits* find_type_by_name(std::string_view name) {
   for (const auto& t : kTable)
     if (t.name == name) return &t;
   return nullptr;
+}
+
+int vec_dot_block(GgmlType t) {
+  switch (t) {
+    case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1:
+    case GgmlType::Q8_0: case GgmlType::IQ4_NL:
+      return 32;
+    case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K:
+    case GgmlType::Q6_K: case GgmlType::IQ4_XS:
+      return 256;
+    default:
+      return 0;
+  }
 }
 
 }  // namespace kt

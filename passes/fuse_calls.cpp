@@ -35,6 +35,9 @@
 #include "llvm/ADT/StringSet.h"
 
 #include "dialects/KtExecDialect.h"
+#include "kernels/cuda/cuda_rounded_rows.h"
+#include "kernels/type_traits.h"
+#include "kernels/vec_dot_block.h"
 #include "mlir/IR/Builders.h"
 #include "passes/Passes.h"
 
@@ -55,16 +58,16 @@ class FuseCallsPass : public impl::FuseCallsBase<FuseCallsPass> {
     llvm::StringMap<std::string> weight_types;
     getOperation()->walk([&](exec::WeightOp w) { weight_types[w.getSymName()] = w.getType().str(); });
     getOperation()->walk([&](exec::PhaseOp phase) {
-      run(phase);
+      fuse_glu(phase);
+      fuse_add_norm(phase);
       share_rounding(phase, weight_types);
     });
   }
 
  private:
-  void run(exec::PhaseOp phase) {
+  void fuse_add_norm(exec::PhaseOp phase) {
     llvm::StringMap<int64_t> cols;
     for (auto buf : phase.getBody().front().getOps<exec::BufferOp>()) cols[buf.getSymName()] = buf.getCols();
-    fuse_glu(phase);
     llvm::SmallVector<exec::CallOp> calls(phase.getBody().front().getOps<exec::CallOp>());
     for (size_t i = 0; i + 1 < calls.size(); ++i) {
       exec::CallOp add = calls[i], norm = calls[i + 1];
@@ -82,13 +85,11 @@ class FuseCallsPass : public impl::FuseCallsBase<FuseCallsPass> {
     }
   }
 
-  // The 8-bit blocks the GPU's int8 products round activations to for a
-  // weight type (kernels/cuda/cuda_types.cuh act_block, over the types with
-  // CUDA int8 kernels); 0: a float type or one without them.
+  // The 8-bit blocks a product over this weight type rounds activations to
+  // (ggml's vec_dot_type); 0: a float type.
   static int act_block(llvm::StringRef type) {
-    if (type == "Q8_0" || type == "Q4_0" || type == "Q5_0") return 32;
-    if (type == "Q4_K" || type == "Q5_K" || type == "Q6_K" || type == "IQ4_XS") return 256;
-    return 0;
+    const TypeTraits* t = find_type_by_name(std::string_view(type.data(), type.size()));
+    return t ? vec_dot_block(t->type) : 0;
   }
 
   void share_rounding(exec::PhaseOp phase, const llvm::StringMap<std::string>& weight_types) {
@@ -124,8 +125,8 @@ class FuseCallsPass : public impl::FuseCallsBase<FuseCallsPass> {
       if (n % act != 0) continue;
       const std::string hq = h + ".q8";
       mlir::OpBuilder bb(hb->second->getBlock(), std::next(hb->second->getIterator()));
-      exec::BufferOp::create(bb, hb->second.getLoc(), hq, hb->second.getDevice(), "I32", n / 4 + n / act,
-                             hb->second.getRows(), mlir::IntegerAttr());
+      exec::BufferOp::create(bb, hb->second.getLoc(), hq, hb->second.getDevice(), "I32",
+                             cuda::rounded_rows_cols(n, act), hb->second.getRows(), mlir::IntegerAttr());
       mlir::OpBuilder b(norm);
       llvm::SmallVector<mlir::Attribute> outs(norm.getOutputs().begin(), norm.getOutputs().end());
       outs.push_back(b.getStringAttr(hq));

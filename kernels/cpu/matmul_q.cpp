@@ -13,6 +13,7 @@
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/float_ref.h"
 #include "kernels/cpu/quant_blocks.h"
+#include "kernels/vec_dot_block.h"
 
 namespace kt::cpu {
 
@@ -21,17 +22,11 @@ using namespace matmul_detail;
 namespace matmul_detail {
 
 ActKind act_kind(GgmlType t) {
-  switch (t) {
-    case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16:
-      return ActKind::Float;
-    case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1:
-    case GgmlType::Q8_0: case GgmlType::IQ4_NL:
-      return ActKind::Q8_0;
-    case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K:
-    case GgmlType::Q6_K: case GgmlType::IQ4_XS:
-      return ActKind::Q8_K;
-    default:
-      return ActKind::None;
+  if (t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16) return ActKind::Float;
+  switch (vec_dot_block(t)) {
+    case 32: return ActKind::Q8_0;
+    case 256: return ActKind::Q8_K;
+    default: return ActKind::None;
   }
 }
 

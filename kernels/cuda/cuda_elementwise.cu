@@ -382,11 +382,7 @@ std::unique_ptr<Kernel> make_cuda_rms_norm(const CallSpec& s, std::string* error
 std::unique_ptr<Kernel> make_cuda_add_rms_norm(const CallSpec& s, std::string* error) {
   Binder b(s, error);
   float eps = 0;
-  if (!on_gpu(b)) return nullptr;
-  CallSpec two = s;
-  if (two.out.size() == 3) two.out.pop_back();
-  Binder b2(two, error);
-  if (!bind_add_rms_norm(b2, two, &eps)) return nullptr;
+  if (!on_gpu(b) || !bind_add_rms_norm(b, s, &eps, s.out.size() == 3 ? 1 : 0)) return nullptr;
   int act = 0;
   if (s.out.size() == 3) {
     act = int(b.i("round_act"));

@@ -523,11 +523,7 @@ void MatmulOp::run_vector(const float* x, int64_t ldx, int64_t rows, float* y, i
   const dim3 block(32 * kRowsPerBlock);
   const unsigned gx = unsigned(ceil_div(n_out_, kRowsPerBlock));
   if (int8_path()) {
-    if (pre && takes(*pre)) {
-      run_int8(pre->q, pre->d, rows, y, ldy, bias, ids, n_pairs, x_div, false, queue);
-      return;
-    }
-    const RoundedX r = round_x(x, ldx, rows, scratch, queue);
+    const RoundedRows r = round_x(x, ldx, rows, scratch, queue, pre);
     run_int8(r.q, r.d, rows, y, ldy, bias, ids, n_pairs, x_div, false, queue);
     return;
   }
@@ -582,15 +578,14 @@ void MatmulOp::run_int8(const int8_t* xq, const float* xd, int64_t rows, float* 
   with_quant_type(type_, [&](auto tc) {
     constexpr GgmlType T = decltype(tc)::value;
     if (ids || rows == 1) {
-      const int32_t* id = ids ? ids : nullptr;
       const float* b = ids ? nullptr : bias;
       const int64_t xdv = ids ? x_div : 1;
       if (two)
         launch(glu ? mmv_int8<T, 1, true, 2> : mmv_int8<T, 1, false, 2>, dim3(gx2, gy1), block, 0, s, w_, row_bytes_,
-               mat_bytes_, n_out_, n_in_, xq, xd, 1, y, ldy, b, id, xdv);
+               mat_bytes_, n_out_, n_in_, xq, xd, 1, y, ldy, b, ids, xdv);
       else
         launch(glu ? mmv_int8<T, 1, true> : mmv_int8<T, 1>, dim3(gx, gy1), block, 0, s, w_, row_bytes_, mat_bytes_,
-               n_out_, n_in_, xq, xd, 1, y, ldy, b, id, xdv);
+               n_out_, n_in_, xq, xd, 1, y, ldy, b, ids, xdv);
     } else {
       launch(glu ? mmv_int8<T, 8, true> : mmv_int8<T, 8>, dim3(gx, unsigned(ceil_div(rows, 8))), block, 0, s, w_,
              row_bytes_, mat_bytes_, n_out_, n_in_, xq, xd, int(rows), y, ldy, bias, nullptr, 1);
@@ -603,7 +598,7 @@ void MatmulOp::run_experts_glu(const MatmulOp& up, const float* x, int64_t ldx, 
                                int64_t n_pairs, int64_t x_div, float* y, int64_t ldy, void* scratch,
                                void* queue) const {
   if (n_pairs <= 0) return;
-  const RoundedX r = round_x(x, ldx, n_x_rows, scratch, queue);
+  const RoundedRows r = round_x(x, ldx, n_x_rows, scratch, queue);
   run_int8(r.q, r.d, n_x_rows, y, ldy, nullptr, ids, n_pairs, x_div, false, queue);
   up.run_int8(r.q, r.d, n_x_rows, y, ldy, nullptr, ids, n_pairs, x_div, true, queue);
 }
@@ -611,22 +606,18 @@ void MatmulOp::run_experts_glu(const MatmulOp& up, const float* x, int64_t ldx, 
 void MatmulOp::run_glu(const MatmulOp& up, const float* x, int64_t ldx, int64_t rows, float* y, int64_t ldy,
                        void* scratch, void* queue, const RoundedRows* pre) const {
   if (rows <= 0) return;
-  if (pre && takes(*pre)) {  // glu_pair: up takes the same blocks
-    run_int8(pre->q, pre->d, rows, y, ldy, nullptr, nullptr, 0, 1, false, queue);
-    up.run_int8(pre->q, pre->d, rows, y, ldy, nullptr, nullptr, 0, 1, true, queue);
-    return;
-  }
-  const RoundedX r = round_x(x, ldx, rows, scratch, queue);
+  const RoundedRows r = round_x(x, ldx, rows, scratch, queue, pre);  // glu_pair: up takes the same blocks
   run_int8(r.q, r.d, rows, y, ldy, nullptr, nullptr, 0, 1, false, queue);
   up.run_int8(r.q, r.d, rows, y, ldy, nullptr, nullptr, 0, 1, true, queue);
 }
 
-MatmulOp::RoundedX MatmulOp::round_x(const float* x, int64_t ldx, int64_t rows, void* scratch, void* queue) const {
-  RoundedX r;
-  r.q = static_cast<int8_t*>(scratch);
-  r.d = reinterpret_cast<float*>(static_cast<uint8_t*>(scratch) + align_up(uint64_t(max_rows_ * n_in_)));
-  quantize_rows(x, ldx, rows, n_in_, act_block(type_), r.q, r.d, static_cast<cudaStream_t>(queue));
-  return r;
+RoundedRows MatmulOp::round_x(const float* x, int64_t ldx, int64_t rows, void* scratch, void* queue,
+                              const RoundedRows* pre) const {
+  if (pre && takes(*pre)) return *pre;
+  auto* q = static_cast<int8_t*>(scratch);
+  auto* d = reinterpret_cast<float*>(static_cast<uint8_t*>(scratch) + align_up(uint64_t(max_rows_ * n_in_)));
+  quantize_rows(x, ldx, rows, n_in_, act_block(type_), q, d, static_cast<cudaStream_t>(queue));
+  return {q, d, act_block(type_)};
 }
 
 void MatmulOp::run_tiles(const float* x, int64_t ldx, int64_t rows, float* y, int64_t ldy, const float* bias,

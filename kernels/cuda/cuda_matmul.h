@@ -103,13 +103,10 @@ class MatmulOp {
   void run_vector(const float* x, int64_t ldx, int64_t rows, float* y, int64_t ldy, const float* bias,
                   const int32_t* ids, int64_t n_pairs, int64_t x_div, void* scratch, void* queue,
                   const RoundedRows* pre = nullptr) const;
-  // x rounded to the 8-bit blocks this op's type takes, into the vector
-  // path's scratch: q [rows][n_in], d the blocks' scales.
-  struct RoundedX {
-    int8_t* q;
-    float* d;
-  };
-  RoundedX round_x(const float* x, int64_t ldx, int64_t rows, void* scratch, void* queue) const;
+  // x's rows in the 8-bit blocks this op's type takes: pre where takes(*pre),
+  // else x rounded now into the vector path's scratch (q [rows][n_in], then d).
+  RoundedRows round_x(const float* x, int64_t ldx, int64_t rows, void* scratch, void* queue,
+                      const RoundedRows* pre = nullptr) const;
   // The int8 products from x already rounded (xq, xd); glu as run_experts_glu's up.
   void run_int8(const int8_t* xq, const float* xd, int64_t rows, float* y, int64_t ldy, const float* bias,
                 const int32_t* ids, int64_t n_pairs, int64_t x_div, bool glu, void* queue) const;

@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "kernels/type_traits.h"
+#include "kernels/vec_dot_block.h"
 
 namespace kt::cuda {
 
@@ -53,11 +54,6 @@ void with_quant_type(GgmlType t, F&& f) {
 }
 
 // The 8-bit activation blocks a quantized type meets (32 or 256 values).
-inline int act_block(GgmlType t) {
-  switch (t) {
-    case GgmlType::Q8_0: case GgmlType::Q4_0: case GgmlType::Q5_0: return 32;
-    default: return 256;
-  }
-}
+inline int act_block(GgmlType t) { return vec_dot_block(t); }
 
 }  // namespace kt::cuda
