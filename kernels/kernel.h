@@ -208,6 +208,14 @@ struct CallArgs {
   // GPU calls: the device's queue (a cudaStream_t) the kernel launches on,
   // asynchronously; data pointers are device pointers. Null on the CPU.
   void* queue = nullptr;
+  // Host flags of a gated step (runtime/executor_recorded.cpp), given only to a
+  // kernel whose takes_flags() is true (else the runtime queues its own flag
+  // kernels around the call): page-locked words the GPU maps. The call's work
+  // on the queue first waits for await_flag to read 1 (the host's "done") and
+  // clears it; signal_flag is set to 1 once the call's writes reached host
+  // memory ("landed"). Null: none.
+  uint32_t* await_flag = nullptr;
+  uint32_t* signal_flag = nullptr;
 };
 
 class Kernel {
@@ -240,6 +248,9 @@ class Kernel {
     (void)a;
     return 0;
   }
+  // Host copies: whether run() honours CallArgs' await_flag and signal_flag,
+  // so a gated step's hand-off is one kernel rather than three.
+  virtual bool takes_flags() const { return false; }
 };
 
 // Binds a call: returns the kernel object, or sets *error to one line (without

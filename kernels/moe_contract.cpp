@@ -40,8 +40,8 @@ std::vector<int64_t> bind_expert_slots(Binder& b, int64_t n_held) {
   return slots;
 }
 
-bool bind_moe_experts(Binder& b, const CallSpec& s, MoeExpertsShape* out) {
-  if (!b.arity(3, 1, 3)) return false;
+bool bind_moe_experts(Binder& b, const CallSpec& s, MoeExpertsShape* out, size_t extra_inputs) {
+  if (!b.arity(3 + extra_inputs, 1, 3)) return false;
   const int64_t n_embd = s.in[0].cols, n_ff = s.weights[0].ne[1], ne = s.weights[0].ne[2];
   b.weight_shape(0, n_embd, n_ff, ne);
   b.weight_shape(1, n_embd, n_ff, ne);

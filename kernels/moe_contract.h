@@ -25,10 +25,12 @@ std::vector<int64_t> bind_expert_slots(Binder& b, int64_t n_held);
 // columns; gate and up [n_embd, n_ff, n_held], down [n_ff, n_embd, n_held];
 // the output [n_embd]; the optional expert_slots. Fills the shape; false (with
 // the Binder's error) when a check fails. `choices` is each factory's.
+// extra_inputs: inputs after those three that the caller checks
+// (cuda.moe_experts' x already rounded).
 struct MoeExpertsShape {
   int64_t n_embd = 0, n_ff = 0, n_held = 0, n_used = 0;
   std::vector<int64_t> slots;
 };
-bool bind_moe_experts(Binder& b, const CallSpec& s, MoeExpertsShape* out);
+bool bind_moe_experts(Binder& b, const CallSpec& s, MoeExpertsShape* out, size_t extra_inputs = 0);
 
 }  // namespace kt::kern

@@ -23,12 +23,14 @@ bool bind_rms_norm(Binder& b, const CallSpec& s, float* eps, int64_t* group) {
   return b.ok();
 }
 
-bool bind_add_rms_norm(Binder& b, const CallSpec& s, float* eps, size_t extra_outputs) {
-  if (!b.arity(2, 2 + extra_outputs, 1)) return false;
+bool bind_add_rms_norm(Binder& b, const CallSpec& s, float* eps, size_t extra_outputs, size_t extra_inputs) {
+  if (!b.arity(2 + extra_inputs, 2 + extra_outputs, 1)) return false;
   *eps = float(b.f("eps"));
   b.in_type(0, GgmlType::F32);
-  b.in_type(1, GgmlType::F32);
-  b.in_cols(1, s.in[0].cols);
+  for (size_t k = 1; k < 2 + extra_inputs; ++k) {
+    b.in_type(k, GgmlType::F32);
+    b.in_cols(k, s.in[0].cols);
+  }
   b.out_cols(0, s.in[0].cols);
   b.out_cols(1, s.in[0].cols);
   norm_weight(b, s, s.in[0].cols);

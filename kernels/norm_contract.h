@@ -17,7 +17,8 @@ bool bind_rms_norm(Binder& b, const CallSpec& s, float* eps, int64_t* group);
 // add_rms_norm: eps; two F32 inputs of one width, two outputs as wide (the
 // sum, its norm), an F32 weight of that width. Fills *eps. extra_outputs:
 // outputs after those two that the caller checks (cuda.add_rms_norm's rounded
-// rows).
-bool bind_add_rms_norm(Binder& b, const CallSpec& s, float* eps, size_t extra_outputs = 0);
+// rows); extra_inputs: F32 addends of that width after those two
+// (cuda.add_rms_norm's third).
+bool bind_add_rms_norm(Binder& b, const CallSpec& s, float* eps, size_t extra_outputs = 0, size_t extra_inputs = 0);
 
 }  // namespace kt::kern

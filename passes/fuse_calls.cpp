@@ -21,8 +21,19 @@
 //        and those products read [h, h.q8]
 // (the norm rounds h's rows to the 8-bit blocks the products would round them
 // to, where it writes them: kernels/cuda/cuda_rounded_rows.h; q and kv_a, and
-// the shared experts' gate and up, each lose a rounding kernel. The blocks most
-// of the readers take; the others round for themselves.)
+// the shared experts' gate and up, each lose a rounding kernel; routed
+// experts on the GPU, cuda.moe_experts [h, ids, weights], take it as a fourth
+// input. The blocks most of the readers take; the others round for themselves.)
+//   cuda.matmul [x] -> [y0];  ...  cuda.matmul [x] -> [yk] (no bias, weights
+//   of one int8 type, up to kMaxSiblings, anywhere later in the phase)
+//     => cuda.matmuls [x] -> [y0, .., yk], where the first was
+// (V2's q and kv_a, V3's q_a and kv_a, a GQA layer's q, k and v: one launch at
+// decode, kernels/cuda/cuda_matmuls.cu; the later products only move earlier,
+// and read nothing the first could not).
+//   cuda.add [b, c] -> [m];  cuda.add_rms_norm [a, m] -> [y, h] (m read by
+//   nothing else)  => cuda.add_rms_norm [a, b, c] -> [y, h]
+// (the routed and shared experts' sum folded into the residual's: y = a +
+// (b + c), one launch less a MoE layer).
 // The fused kernels compute the same operations in the same order, so plans
 // with and without the pass give the same bits.
 //
@@ -31,10 +42,12 @@
 // then sees the fused call's lifetimes.
 #include <string>
 
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringSet.h"
 
 #include "dialects/KtExecDialect.h"
+#include "kernels/cuda/cuda_matmuls.h"
 #include "kernels/cuda/cuda_rounded_rows.h"
 #include "kernels/type_traits.h"
 #include "kernels/vec_dot_block.h"
@@ -59,7 +72,9 @@ class FuseCallsPass : public impl::FuseCallsBase<FuseCallsPass> {
     getOperation()->walk([&](exec::WeightOp w) { weight_types[w.getSymName()] = w.getType().str(); });
     getOperation()->walk([&](exec::PhaseOp phase) {
       fuse_glu(phase);
+      fuse_siblings(phase, weight_types);
       fuse_add_norm(phase);
+      fold_addend(phase);
       share_rounding(phase, weight_types);
     });
   }
@@ -83,6 +98,41 @@ class FuseCallsPass : public impl::FuseCallsBase<FuseCallsPass> {
       norm.erase();
       ++i;  // the norm is gone: the next pair starts after it
     }
+  }
+
+  // cuda.add [b, c] -> [m] right before cuda.add_rms_norm [a, m] (or [m, a]),
+  // m read by nothing else: cuda.add_rms_norm [a, b, c], y = a + (b + c).
+  void fold_addend(exec::PhaseOp phase) {
+    llvm::SmallVector<exec::CallOp> calls(phase.getBody().front().getOps<exec::CallOp>());
+    const llvm::StringMap<int> reads = read_counts(phase, calls);
+    llvm::StringSet<> dead;
+    for (size_t i = 0; i + 1 < calls.size(); ++i) {
+      exec::CallOp add = calls[i], norm = calls[i + 1];
+      if (add.getKernel() != "cuda.add" || norm.getKernel() != "cuda.add_rms_norm" ||
+          add.getDevice() != norm.getDevice() || add.getInputs().size() != 2 || add.getOutputs().size() != 1 ||
+          norm.getInputs().size() != 2)
+        continue;
+      const std::string m = str(add.getOutputs()[0]);
+      const int at = str(norm.getInputs()[0]) == m ? 0 : str(norm.getInputs()[1]) == m ? 1 : -1;
+      if (at < 0 || reads.lookup(m) != 1 || str(norm.getInputs()[1 - at]) == m) continue;
+      mlir::OpBuilder b(norm);
+      norm.setInputsAttr(b.getArrayAttr({norm.getInputs()[1 - at], add.getInputs()[0], add.getInputs()[1]}));
+      dead.insert(m);
+      add.erase();
+      ++i;
+    }
+    for (auto buf : llvm::make_early_inc_range(phase.getBody().front().getOps<exec::BufferOp>()))
+      if (dead.contains(buf.getSymName())) buf.erase();
+  }
+
+  // How many calls read each buffer (the runtime reads the logits: one more).
+  static llvm::StringMap<int> read_counts(exec::PhaseOp phase, llvm::ArrayRef<exec::CallOp> calls) {
+    llvm::StringMap<int> reads;
+    for (exec::CallOp c : calls)
+      if (auto ins = c.getInputs())
+        for (mlir::Attribute a : ins) ++reads[str(a)];
+    ++reads[phase.getLogits()];
+    return reads;
   }
 
   // The 8-bit blocks a product over this weight type rounds activations to
@@ -109,9 +159,13 @@ class FuseCallsPass : public impl::FuseCallsBase<FuseCallsPass> {
       for (size_t j = i + 1; j < calls.size(); ++j) {
         exec::CallOp c = calls[j];
         const bool product = (c.getKernel() == "cuda.matmul" && c.getWeights().size() == 1) ||
-                             (c.getKernel() == "cuda.matmul_glu" && c.getWeights().size() == 2);
-        if (!product || c.getDevice() != norm.getDevice() || c.getInputs().size() != 1 ||
-            str(c.getInputs()[0]) != h)
+                             (c.getKernel() == "cuda.matmul_glu" && c.getWeights().size() == 2) ||
+                             c.getKernel() == "cuda.matmuls";
+        // Routed experts on the GPU (not streamed from the host): x, ids, weights.
+        const bool experts = c.getKernel() == "cuda.moe_experts" && c.getInputs().size() == 3 &&
+                             c.getWeights().size() == 3 && !c.getParams().get("streamed");
+        if (!(product || experts) || c.getDevice() != norm.getDevice() ||
+            c.getInputs().size() != (experts ? 3u : 1u) || str(c.getInputs()[0]) != h)
           continue;
         auto t = weight_types.find(str(c.getWeights()[0]));
         const int act = t == weight_types.end() ? 0 : act_block(t->second);
@@ -134,19 +188,59 @@ class FuseCallsPass : public impl::FuseCallsBase<FuseCallsPass> {
       llvm::SmallVector<mlir::NamedAttribute> params(norm.getParams().begin(), norm.getParams().end());
       params.push_back(b.getNamedAttr("round_act", b.getI64IntegerAttr(act)));
       norm.setParamsAttr(b.getDictionaryAttr(params));
-      for (auto& [c, a] : readers)
-        if (a == act) c.setInputsAttr(b.getArrayAttr({b.getStringAttr(h), b.getStringAttr(hq)}));
+      for (auto& [c, a] : readers) {
+        if (a != act) continue;
+        llvm::SmallVector<mlir::Attribute> ins(c.getInputs().begin(), c.getInputs().end());
+        ins.insert(ins.begin() + (ins.size() == 1 ? 1 : ins.size()), b.getStringAttr(hq));
+        c.setInputsAttr(b.getArrayAttr(ins));
+      }
     }
+  }
+
+  // Plain cuda.matmul calls reading the same rows, with weights of one int8
+  // type, become one cuda.matmuls call where the first of them was.
+  void fuse_siblings(exec::PhaseOp phase, const llvm::StringMap<std::string>& weight_types) {
+    llvm::SmallVector<exec::CallOp> calls(phase.getBody().front().getOps<exec::CallOp>());
+    llvm::DenseSet<mlir::Operation*> taken;
+    const std::string logits = phase.getLogits().str();
+    auto type_of = [&](exec::CallOp c) { return weight_types.lookup(str(c.getWeights()[0])); };
+    for (size_t i = 0; i < calls.size(); ++i) {
+      exec::CallOp first = calls[i];
+      if (taken.contains(first) || !plain_matmul(first) || str(first.getOutputs()[0]) == logits) continue;
+      const std::string type = type_of(first);
+      if (act_block(type) == 0) continue;
+      llvm::SmallVector<exec::CallOp> group{first};
+      for (size_t j = i + 1; j < calls.size() && group.size() < size_t(cuda::kMaxSiblings); ++j) {
+        exec::CallOp c = calls[j];
+        if (!taken.contains(c) && plain_matmul(c) && c.getDevice() == first.getDevice() &&
+            c.getInputs() == first.getInputs() && type_of(c) == type && str(c.getOutputs()[0]) != logits)
+          group.push_back(c);
+      }
+      if (group.size() < 2) continue;
+      mlir::OpBuilder b(first);
+      llvm::SmallVector<mlir::Attribute> outs, weights;
+      for (exec::CallOp c : group) {
+        outs.push_back(c.getOutputs()[0]);
+        weights.push_back(c.getWeights()[0]);
+        taken.insert(c);
+      }
+      exec::CallOp::create(b, first.getLoc(), "cuda.matmuls", first.getDevice(), first.getInputs(),
+                           b.getArrayAttr(outs), b.getArrayAttr(weights), mlir::StringAttr(), b.getDictionaryAttr({}),
+                           first.getLayer(), first.getPath());
+      for (exec::CallOp c : group) c.erase();
+    }
+  }
+
+  // One product, no bias, no params.
+  static bool plain_matmul(exec::CallOp c) {
+    return c.getKernel() == "cuda.matmul" && c.getInputs() && c.getInputs().size() == 1 &&
+           c.getOutputs().size() == 1 && c.getWeights().size() == 1 && !c.getKv() && c.getParams().empty();
   }
 
   // cuda.matmul gate, cuda.matmul up (same input, no bias), cuda.silu_mul.
   void fuse_glu(exec::PhaseOp phase) {
     llvm::SmallVector<exec::CallOp> calls(phase.getBody().front().getOps<exec::CallOp>());
-    llvm::StringMap<int> reads;  // how many calls read each buffer
-    for (exec::CallOp c : calls)
-      if (auto ins = c.getInputs())
-        for (mlir::Attribute a : ins) ++reads[str(a)];
-    ++reads[phase.getLogits()];  // the runtime reads the logits
+    const llvm::StringMap<int> reads = read_counts(phase, calls);
     llvm::StringSet<> dead;
     for (size_t i = 0; i + 2 < calls.size(); ++i) {
       exec::CallOp m0 = calls[i], m1 = calls[i + 1], sm = calls[i + 2];
@@ -170,10 +264,6 @@ class FuseCallsPass : public impl::FuseCallsBase<FuseCallsPass> {
   }
 
   static bool glu_triple(exec::CallOp m0, exec::CallOp m1, exec::CallOp sm, const llvm::StringMap<int>& reads) {
-    auto plain_matmul = [](exec::CallOp c) {
-      return c.getKernel() == "cuda.matmul" && c.getInputs() && c.getInputs().size() == 1 &&
-             c.getOutputs().size() == 1 && c.getWeights().size() == 1 && !c.getKv() && c.getParams().empty();
-    };
     if (!plain_matmul(m0) || !plain_matmul(m1) || sm.getKernel() != "cuda.silu_mul") return false;
     if (m0.getDevice() != sm.getDevice() || m1.getDevice() != sm.getDevice()) return false;
     if (str(m0.getInputs()[0]) != str(m1.getInputs()[0])) return false;

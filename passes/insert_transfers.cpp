@@ -6,6 +6,15 @@
 // CPU's routed experts get their inputs while the GPU still computes the
 // shared expert). Buffers are written once (SSA), so one copy per buffer and
 // device serves every later reader.
+//
+// Downloads are the exception to "as early as possible": the downloads out of
+// one run of a GPU's calls (no call of another device between them) become one
+// call at the run's last download. The host reads them after the run, so none
+// is wanted sooner, and copies on the GPU's queue do not overlap its kernels
+// anyway; joined, they are one copy kernel that also sets the gated step's
+// flag (kernels/cuda/cuda_copy.cu): a hybrid decode layer's normed rows,
+// expert ids and weights were three copies and two flags, five links of the
+// GPU's chain where the host waits.
 #include <map>
 #include <string>
 
@@ -35,10 +44,47 @@ std::pair<std::string, std::string> copy_kernel(llvm::StringRef from, llvm::Stri
 class InsertTransfersPass : public impl::InsertTransfersBase<InsertTransfersPass> {
  public:
   void runOnOperation() override {
-    getOperation()->walk([&](exec::PhaseOp phase) { run(phase); });
+    getOperation()->walk([&](exec::PhaseOp phase) {
+      run(phase);
+      join_downloads(phase);
+    });
   }
 
  private:
+  // Buffers one copy call carries at most (kernels/cuda/cuda_copy.cu).
+  static constexpr size_t kMaxCopyBuffers = 8;
+
+  void join_downloads(exec::PhaseOp phase) {
+    llvm::SmallVector<exec::CallOp> calls(phase.getBody().front().getOps<exec::CallOp>());
+    for (size_t i = 0; i < calls.size();) {
+      size_t j = i;
+      llvm::SmallVector<exec::CallOp> downloads;
+      while (j < calls.size() && calls[j].getDevice() == calls[i].getDevice()) {
+        if (calls[j].getKernel() == "cuda.download") downloads.push_back(calls[j]);
+        ++j;
+      }
+      for (size_t k = 0; k + 1 < downloads.size(); k += kMaxCopyBuffers)
+        join(llvm::ArrayRef(downloads).slice(k, std::min(kMaxCopyBuffers, downloads.size() - k)));
+      i = j;
+    }
+  }
+
+  // One download of every buffer of `group`, where the last of them was.
+  static void join(llvm::ArrayRef<exec::CallOp> group) {
+    if (group.size() < 2) return;
+    exec::CallOp last = group.back();
+    llvm::SmallVector<mlir::Attribute> in, out;
+    for (exec::CallOp c : group) {
+      in.append(c.getInputs().begin(), c.getInputs().end());
+      out.append(c.getOutputs().begin(), c.getOutputs().end());
+    }
+    mlir::OpBuilder b(last);
+    exec::CallOp::create(b, last.getLoc(), "cuda.download", last.getDevice(), b.getArrayAttr(in),
+                         b.getArrayAttr(out), b.getStrArrayAttr({}), mlir::StringAttr(), b.getDictionaryAttr({}),
+                         last.getLayer(), last.getPath());
+    for (exec::CallOp c : group) c.erase();
+  }
+
   void run(exec::PhaseOp phase) {
     mlir::OpBuilder b(phase->getContext());
     std::map<std::string, exec::BufferOp> buffers;

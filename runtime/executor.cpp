@@ -282,7 +282,10 @@ Status Executor::Impl::settle_host(const BoundCall& c, bool all) {
       const auto* lo = static_cast<const uint8_t*>(buffers[size_t(b)].data);
       const auto* hi = lo + buffer_bytes(b);
       // Reading waits for pending writes; writing waits for every pending copy.
-      return (writing || p.writes) && lo < p.end && p.begin < hi;
+      if (!writing && !p.writes) return false;
+      for (const auto& [begin, end] : p.host)
+        if (lo < end && begin < hi) return true;
+      return false;
     };
     for (int b : c.in)
       if (overlaps(b, false)) return true;
@@ -296,7 +299,7 @@ Status Executor::Impl::settle_host(const BoundCall& c, bool all) {
     if (p.api->event_done(p.event) || touches(p)) {
       const bool ok = p.api->wait_event(p.event, &e);
       p.api->release_event(p.event);
-      pending[i] = pending.back();
+      pending[i] = std::move(pending.back());
       pending.pop_back();
       if (!ok) return err(plan.path(), ": ", e);
       continue;
@@ -331,12 +334,17 @@ void Executor::Impl::account(const std::string& row, std::chrono::steady_clock::
 Status Executor::Impl::after_transfer(const BoundCall& c, DeviceState& dev) {
   if (!is_host_copy(c)) return ok_status();
   const bool down = c.transfer == kern::Kernel::Transfer::Download;
-  const int b = down ? c.out[0] : c.in[0];
+  // One event for the call; each host buffer it reads or writes waits for it
+  // (a call may carry several buffers).
   std::string e;
   void* ev = dev.api->record_event(dev.queue, &e);
   if (!ev) return err(plan.path(), ": ", e);
-  const auto* lo = static_cast<const uint8_t*>(buffers[size_t(b)].data);
-  pending.push_back(PendingCopy{lo, lo + buffer_bytes(b), down, dev.api, ev});
+  PendingCopy p{{}, down, dev.api, ev};
+  for (int b : down ? c.out : c.in) {
+    const auto* lo = static_cast<const uint8_t*>(buffers[size_t(b)].data);
+    p.host.emplace_back(lo, lo + buffer_bytes(b));
+  }
+  pending.push_back(std::move(p));
   return ok_status();
 }
 

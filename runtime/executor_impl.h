@@ -132,8 +132,8 @@ struct DeviceState {
 // Host bytes an asynchronous copy will still read or write: CPU calls touching
 // them wait for its event first.
 struct PendingCopy {
-  const uint8_t* begin;
-  const uint8_t* end;
+  // The host bytes of each buffer the copy call carries: [begin, end).
+  std::vector<std::pair<const uint8_t*, const uint8_t*>> host;
   bool writes;  // a download (host bytes written) rather than an upload (read)
   kern::DeviceApi* api;
   void* event;

@@ -188,6 +188,11 @@ Status Executor::Impl::run_gated(BoundPhase& ph, int device, const kern::Step& s
   DeviceState& dev = *devices[size_t(device)];
   std::string e;
   auto on_gpu = [&](const BoundCall& c) { return devices[size_t(c.device)]->api != nullptr; };
+  // KT_COPY_FLAGS=0: the flags as kernels of their own around the copies (for comparisons).
+  static const bool flag_kernels = [] {
+    const char* v = std::getenv("KT_COPY_FLAGS");
+    return v && *v == '0';
+  }();
   if (!ph.gates.built) {
     plan_gates(ph, on_gpu);
     if (dev.n_flags < ph.gates.n_flags) {
@@ -227,9 +232,15 @@ Status Executor::Impl::run_gated(BoundPhase& ph, int device, const kern::Step& s
     for (size_t k = 0; k < ph.calls.size() && ok; ++k) {
       BoundCall& c = ph.calls[k];
       if (!on_gpu(c)) continue;
-      if (g.wait_before[k] >= 0) ok = dev.api->wait_flag(dev.queue, dev.flags + g.wait_before[k], 1, &e);
-      if (ok) c.kernel->run(args_for(c, step));
-      if (ok && g.write_after[k] >= 0) ok = dev.api->write_flag(dev.queue, dev.flags + g.write_after[k], 1, &e);
+      // A copy that takes the flags waits and signals inside its own kernel.
+      kern::CallArgs a = args_for(c, step);
+      uint32_t* await = g.wait_before[k] >= 0 ? dev.flags + g.wait_before[k] : nullptr;
+      uint32_t* signal = g.write_after[k] >= 0 ? dev.flags + g.write_after[k] : nullptr;
+      const bool own = c.kernel->takes_flags() && !flag_kernels;
+      if (own) a.await_flag = await, a.signal_flag = signal;
+      if (await && !own) ok = dev.api->wait_flag(dev.queue, await, 1, &e);
+      if (ok) c.kernel->run(a);
+      if (ok && signal && !own) ok = dev.api->write_flag(dev.queue, signal, 1, &e);
     }
     std::string e2;
     void* graph = dev.api->end_capture(dev.queue, &e2);

@@ -42,10 +42,10 @@ def first_argument(src, start):
     return src[start:i]
 
 
-def kernel_bodies(src):
-    """{name: body} of every __global__ function in src."""
+def kernel_bodies(src, qualifier="__global__"):
+    """{name: body} of every function in src declared with qualifier."""
     out = {}
-    for m in re.finditer(r"__global__[^;{]*?\b(\w+)\s*\(", src):
+    for m in re.finditer(qualifier + r"[^;{]*?\b(\w+)\s*\(", src):
         open_brace = src.find("{", m.end())
         depth, i = 0, open_brace
         while i < len(src):
@@ -64,8 +64,10 @@ def main():
     root = pathlib.Path(sys.argv[1])
     sources = {p: strip(p.read_text()) for p in sorted(root.glob("*.cu")) + sorted(root.glob("*.cuh"))}
     bodies = {}
+    helpers = {}  # __device__ functions, whose waits count for the kernels calling them
     for src in sources.values():
         bodies.update(kernel_bodies(src))
+        helpers.update(kernel_bodies(src, "__device__"))
     errors = []
     launched = set()
     for path, src in sources.items():
@@ -81,8 +83,18 @@ def main():
             if m.group(1) not in PLAIN:
                 errors.append(f"{path.name}: {m.group(1)} has a plain <<<>>> launch; use cuda::launch "
                               "(and wait_for_inputs) or list it in PLAIN with the reason")
+    def waits(body, seen):
+        """Whether body calls wait_for_inputs(), itself or through the __device__ functions it calls."""
+        if "wait_for_inputs()" in body:
+            return True
+        for callee in set(re.findall(r"\b(\w+)\s*(?:<[^<>;()]*>)?\s*\(", body)) & set(helpers) - seen:
+            seen.add(callee)
+            if callee != "wait_for_inputs" and waits(helpers[callee], seen):
+                return True
+        return False
+
     for name in sorted(launched):
-        if "wait_for_inputs()" not in bodies[name]:
+        if not waits(bodies[name], set()):
             errors.append(f"{name}: launched with cuda::launch but never calls wait_for_inputs()")
     for e in errors:
         print("cuda launch contract:", e)

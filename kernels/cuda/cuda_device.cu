@@ -10,7 +10,35 @@
 #include <string>
 
 #include "kernels/cuda/cuda_context.h"
+#include "kernels/cuda/cuda_host_flags.cuh"
 #include "kernels/cuda/cuda_kernels.h"
+
+namespace kt::cuda {
+
+namespace {
+
+// The host flags as one-thread kernels on the queue. They were stream memory
+// operations (cuStreamWaitValue32 / cuStreamWriteValue32): a recorded V2-Lite
+// hybrid step holding those cost 430-520 us of host time per cudaGraphLaunch,
+// with kernels 300-350 (kt-bench e2e --profile, H200 host, alternating), and
+// kt links no libcuda to reach them. The wait spins on the mapped word with
+// system-scope acquire loads (each a PCIe read), then clears it.
+__global__ void wait_flag_kernel(uint32_t* f, uint32_t value) { await_host_flag(f, value); }
+
+// Everything before it on the queue has finished (stream order); the release
+// store orders this thread's view, and copies have landed in host memory.
+__global__ void write_flag_kernel(uint32_t* f, uint32_t value) { signal_host_flag(f, value); }
+
+}  // namespace
+
+void queue_await_host_flag(cudaStream_t s, uint32_t* f, uint32_t value) {
+  wait_flag_kernel<<<1, 1, 0, s>>>(f, value);
+}
+void queue_signal_host_flag(cudaStream_t s, uint32_t* f, uint32_t value) {
+  write_flag_kernel<<<1, 1, 0, s>>>(f, value);
+}
+
+}  // namespace kt::cuda
 
 namespace kt::kern {
 
@@ -22,29 +50,6 @@ bool fail(std::string* error, const std::string& what, cudaError_t e) {
   cudaGetLastError();  // clear the sticky-free error state for the next call
   if (error) *error = what + ": " + error_text(int(e));
   return false;
-}
-
-// The host flags as one-thread kernels on the queue. They were stream memory
-// operations (cuStreamWaitValue32 / cuStreamWriteValue32): a recorded V2-Lite
-// hybrid step holding those cost 430-520 us of host time per cudaGraphLaunch,
-// with kernels 300-350 (kt-bench e2e --profile, H200 host, alternating), and
-// kt links no libcuda to reach them. The wait spins on the mapped word with
-// system-scope acquire loads (each a PCIe read), then clears it.
-__global__ void wait_flag_kernel(uint32_t* f, uint32_t value) {
-  uint32_t v;
-  for (;;) {
-    asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(f) : "memory");
-    if (v == value) break;
-    __nanosleep(200);
-  }
-  asm volatile("st.relaxed.sys.global.u32 [%0], %1;" ::"l"(f), "r"(0u) : "memory");
-}
-
-// Everything before it on the queue has finished (stream order); the release
-// store orders this thread's view, and copies have landed in host memory.
-__global__ void write_flag_kernel(uint32_t* f, uint32_t value) {
-  __threadfence_system();
-  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(f), "r"(value) : "memory");
 }
 
 class CudaDevice final : public DeviceApi {
@@ -259,7 +264,7 @@ class CudaDevice final : public DeviceApi {
   bool wait_flag(void* queue, uint32_t* flag, uint32_t value, std::string* error) override {
     uint32_t* d = nullptr;
     if (!device_pointer(flag, &d, error)) return false;
-    wait_flag_kernel<<<1, 1, 0, static_cast<cudaStream_t>(queue)>>>(d, value);
+    cuda::queue_await_host_flag(static_cast<cudaStream_t>(queue), d, value);
     const cudaError_t e = cudaGetLastError();
     return e == cudaSuccess || fail(error, "the flag wait kernel", e);
   }
@@ -267,7 +272,7 @@ class CudaDevice final : public DeviceApi {
   bool write_flag(void* queue, uint32_t* flag, uint32_t value, std::string* error) override {
     uint32_t* d = nullptr;
     if (!device_pointer(flag, &d, error)) return false;
-    write_flag_kernel<<<1, 1, 0, static_cast<cudaStream_t>(queue)>>>(d, value);
+    cuda::queue_signal_host_flag(static_cast<cudaStream_t>(queue), d, value);
     const cudaError_t e = cudaGetLastError();
     return e == cudaSuccess || fail(error, "the flag write kernel", e);
   }

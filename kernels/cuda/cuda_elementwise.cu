@@ -1,5 +1,5 @@
 // Row-wise CUDA kernels: embedding lookup, RMSNorm, sums and gates, output
-// row selection, and the copies between devices. Memory-bound and simple; they
+// row selection. Memory-bound and simple; they
 // reproduce the reference's float operations (double where ops_ref_basic.cpp
 // computes in double), so they match the CPU kernels to the last bit or two.
 #include <algorithm>
@@ -87,15 +87,26 @@ __global__ void rms_norm_groups(const float* __restrict__ x, const float* __rest
 // (cuda_rounded_rows.h: hq [rows][n], hd [rows][n / act]) with quantize_q8's
 // operations, read back from the row this block just wrote, so the products
 // reading h need no rounding kernel.
+// c (THREE): y = a + (b + c), the sum of a cuda.add of b and c and the
+// residual's add (kt-fuse-calls: the routed and shared experts' outputs and
+// the residual), the two adds' roundings in their order.
+template <bool THREE>
 __global__ void add_rms_norm_rows(const float* __restrict__ a, const float* __restrict__ b,
-                                  const float* __restrict__ w, int64_t n, float eps, float* __restrict__ y,
-                                  float* __restrict__ h, int8_t* __restrict__ hq, float* __restrict__ hd, int act) {
+                                  const float* __restrict__ c, const float* __restrict__ w, int64_t n, float eps,
+                                  float* __restrict__ y, float* __restrict__ h, int8_t* __restrict__ hq,
+                                  float* __restrict__ hd, int act) {
   __shared__ double red[32];
   if (threadIdx.x == 0) prefetch_l2(w, uint64_t(n) * 4);
   wait_for_inputs();
   const int64_t off = int64_t(blockIdx.x) * n;
   a += off, b += off;
-  rms_norm_row([a, b](int64_t i) { return __fadd_rn(a[i], b[i]); }, w, n, eps, y + off, h + off, red);
+  if constexpr (THREE) {
+    c += off;
+    rms_norm_row([a, b, c](int64_t i) { return __fadd_rn(a[i], __fadd_rn(b[i], c[i])); }, w, n, eps, y + off, h + off,
+                 red);
+  } else {
+    rms_norm_row([a, b](int64_t i) { return __fadd_rn(a[i], b[i]); }, w, n, eps, y + off, h + off, red);
+  }
   if (!hq) return;
   __syncthreads();  // the row's values, written by every thread, visible to all
   const int64_t nb = n / act;
@@ -139,21 +150,6 @@ __global__ void select_rows_kernel(const uint32_t* __restrict__ x, const int32_t
   const int64_t r = blockIdx.x;
   const uint32_t* src = x + int64_t(outputs[r]) * words;
   for (int64_t i = threadIdx.x; i < words; i += blockDim.x) y[r * words + i] = src[i];
-}
-
-// A copy between GPU memory and page-locked host memory the GPU maps, by the
-// SMs (loads or stores over PCIe) rather than the copy engine: for the few KB
-// a decode step hands between the GPU and the CPU, a kernel costs less than a
-// copy-engine transfer, in the GPU's chain and at a recording's launch (V2-Lite
-// hybrid, H200 host, alternating: the host's wait for the GPU per token 3.24 ->
-// 2.53 ms, the step's cudaGraphLaunch 480 / 309 -> 49 / 31 us). The fence
-// publishes the stores to the host before the kernel is seen to end. A plain
-// launch (not cuda::launch): host memory's ordering with the flag kernels
-// rests on whole-kernel boundaries (cuda_launch.cuh).
-__global__ void copy_words_kernel(const uint32_t* __restrict__ src, uint32_t* __restrict__ dst, int64_t n) {
-  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) dst[i] = src[i];
-  __threadfence_system();
 }
 
 unsigned blocks_for(int64_t n, int threads) { return unsigned(ceil_div(n, threads)); }
@@ -220,9 +216,11 @@ class AddRmsNorm final : public Kernel {
     if (x.rows == 0) return;
     int8_t* hq = act_ ? cuda::rounded_q(a.out[2].data) : nullptr;
     float* hd = act_ ? cuda::rounded_d(a.out[2].data, a.out[2].max_rows, x.cols) : nullptr;
-    cuda::launch(cuda::add_rms_norm_rows, unsigned(x.rows), cuda::norm_threads(x.cols), 0,
-                 static_cast<cudaStream_t>(a.queue), x.f32(), a.in[1].f32(), a.weights[0].f32(), x.cols, eps_,
-                 a.out[0].f32(), a.out[1].f32(), hq, hd, act_);
+    const bool three = a.in.size() == 3;
+    cuda::launch(three ? cuda::add_rms_norm_rows<true> : cuda::add_rms_norm_rows<false>, unsigned(x.rows),
+                 cuda::norm_threads(x.cols), 0, static_cast<cudaStream_t>(a.queue), x.f32(), a.in[1].f32(),
+                 three ? a.in[2].f32() : nullptr, a.weights[0].f32(), x.cols, eps_, a.out[0].f32(), a.out[1].f32(), hq,
+                 hd, act_);
     cuda::check_launch("cuda.add_rms_norm", a.queue);
   }
 
@@ -284,57 +282,6 @@ class SelectRows final : public Kernel {
   int device_;
 };
 
-// The step's rows of in[0] to out[0], on the queue (cudaMemcpyDefault: the
-// pointers say which way).
-class Copy final : public Kernel {
- public:
-  // Peer copies wait for the source GPU's queue first: not recorded.
-  bool capturable(const CallArgs&) const override { return kind_ != Transfer::Peer; }
-  Copy(int device, Transfer kind) : device_(device), kind_(kind) {}
-  void run(const CallArgs& a) override {
-    cuda::use_device(device_);
-    const Act &x = a.in[0], &y = a.out[0];
-    const uint64_t bytes = uint64_t(x.rows) * uint64_t(x.cols) * type_traits(x.type).type_size;
-    if (bytes == 0) return;
-    auto s = static_cast<cudaStream_t>(a.queue);
-    if (bytes <= kKernelCopyBytes && bytes % 4 == 0 && kind_ != Transfer::Peer) {
-      void* host = kind_ == Transfer::Upload ? x.data : y.data;
-      if (void* mapped = mapped_pointer(host)) {
-        const auto* src = static_cast<const uint32_t*>(kind_ == Transfer::Upload ? mapped : x.data);
-        auto* dst = static_cast<uint32_t*>(kind_ == Transfer::Upload ? y.data : mapped);
-        const int64_t words = int64_t(bytes / 4);
-        cuda::copy_words_kernel<<<cuda::blocks_for(words, 256), 256, 0, s>>>(src, dst, words);
-        cuda::check_launch("cuda copy (kernel)", a.queue);
-        return;
-      }
-    }
-    const cudaError_t e = cudaMemcpyAsync(y.data, x.data, bytes, cudaMemcpyDefault, s);
-    if (e != cudaSuccess) cuda::check_launch("cuda copy", a.queue);
-  }
-  Transfer transfer() const override { return kind_; }
-  std::string_view impl() const override { return kind_ == Transfer::Peer ? "cudaMemcpyAsync" : "mapped or copy engine"; }
-
- private:
-  // Up to this many bytes a copy with mapped host memory is a kernel.
-  static constexpr uint64_t kKernelCopyBytes = 256 << 10;
-  // The GPU's address of page-locked host memory at `host`, or null where it
-  // has none (pageable memory). A call's host buffer stays put: asked once.
-  void* mapped_pointer(void* host) {
-    if (host == last_host_) return last_mapped_;
-    cudaPointerAttributes at{};
-    void* mapped = nullptr;
-    if (cudaPointerGetAttributes(&at, host) == cudaSuccess && at.type == cudaMemoryTypeHost) mapped = at.devicePointer;
-    cudaGetLastError();
-    last_host_ = host;
-    last_mapped_ = mapped;
-    return mapped;
-  }
-  int device_;
-  Transfer kind_;
-  void* last_host_ = nullptr;
-  void* last_mapped_ = nullptr;
-};
-
 bool on_gpu(Binder& b) { return b.check(b.spec().device >= 0, "a CUDA kernel needs a GPU device"); }
 
 bool same_shapes(Binder& b, size_t n_in) {
@@ -342,17 +289,6 @@ bool same_shapes(Binder& b, size_t n_in) {
   if (!on_gpu(b) || !b.arity(n_in, 1, 0)) return false;
   for (size_t k = 0; k < n_in; ++k) b.in_type(k, GgmlType::F32);
   return b.out_cols(0, s.in[0].cols);
-}
-
-std::unique_ptr<Kernel> make_copy(const CallSpec& s, std::string* error, Kernel::Transfer kind) {
-  Binder b(s, error);
-  if (on_gpu(b) && b.arity(1, 1, 0)) {
-    b.out_cols(0, s.in[0].cols);
-    b.out_type(0, s.in[0].type);
-    b.check(s.out[0].max_rows >= s.in[0].max_rows, "output holds ", s.out[0].max_rows, " rows, input ",
-            s.in[0].max_rows);
-  }
-  return b.done(std::make_unique<Copy>(s.device, kind));
 }
 
 }  // namespace
@@ -378,11 +314,13 @@ std::unique_ptr<Kernel> make_cuda_rms_norm(const CallSpec& s, std::string* error
 
 // A third output (kt-fuse-calls, param round_act 32 or 256): the norm's rows
 // rounded to 8-bit blocks for the products that read them
-// (cuda_rounded_rows.h); the first two are the contract cpu.add_rms_norm shares.
+// (cuda_rounded_rows.h); a third input (kt-fuse-calls): y = a + (b + c). The
+// first two of each are the contract cpu.add_rms_norm shares.
 std::unique_ptr<Kernel> make_cuda_add_rms_norm(const CallSpec& s, std::string* error) {
   Binder b(s, error);
   float eps = 0;
-  if (!on_gpu(b) || !bind_add_rms_norm(b, s, &eps, s.out.size() == 3 ? 1 : 0)) return nullptr;
+  if (!on_gpu(b) || !bind_add_rms_norm(b, s, &eps, s.out.size() == 3 ? 1 : 0, s.in.size() == 3 ? 1 : 0))
+    return nullptr;
   int act = 0;
   if (s.out.size() == 3) {
     act = int(b.i("round_act"));
@@ -428,16 +366,6 @@ std::unique_ptr<Kernel> make_cuda_select_rows(const CallSpec& s, std::string* er
             " values are not whole 4-byte words");
   }
   return b.done(std::make_unique<SelectRows>(s.device));
-}
-
-std::unique_ptr<Kernel> make_cuda_upload(const CallSpec& s, std::string* error) {
-  return make_copy(s, error, Kernel::Transfer::Upload);
-}
-std::unique_ptr<Kernel> make_cuda_download(const CallSpec& s, std::string* error) {
-  return make_copy(s, error, Kernel::Transfer::Download);
-}
-std::unique_ptr<Kernel> make_cuda_peer_copy(const CallSpec& s, std::string* error) {
-  return make_copy(s, error, Kernel::Transfer::Peer);
 }
 
 }  // namespace kt::kern

@@ -14,6 +14,8 @@ std::span<const KernelEntry> cuda_kernels() {
       {"cuda.matmul", make_cuda_matmul, "x W^T (+ bias): int8 matrix-vector for small batches, tensor cores above"},
       {"cuda.matmul_glu", make_cuda_matmul_glu,
        "silu(x gate^T) * (x up^T): two products and SwiGLU from one rounding of x (kt-fuse-calls)"},
+      {"cuda.matmuls", make_cuda_matmuls,
+       "x W_k^T for 2-4 matrices of one type: one launch from one rounding of x at decode (kt-fuse-calls)"},
       {"cuda.rope", make_cuda_rope, "rotary position embedding (plain, NeoX, YaRN)"},
       {"cuda.kv_store", make_cuda_kv_store, "writes the step's keys and values into the layer's KV cache"},
       {"cuda.attention", make_cuda_attention, "causal grouped-query attention over the KV cache (split-K)"},

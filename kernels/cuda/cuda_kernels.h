@@ -26,7 +26,8 @@ std::unique_ptr<Kernel> make_cuda_sigmoid_gate_add(const CallSpec&, std::string*
 std::unique_ptr<Kernel> make_cuda_select_rows(const CallSpec&, std::string*);
 std::unique_ptr<Kernel> make_cuda_matmul(const CallSpec&, std::string*);
 std::unique_ptr<Kernel> make_cuda_matmul_glu(const CallSpec&, std::string*);
-// cuda.matmul's and cuda.matmul_glu's optional input k: x's rows already
+std::unique_ptr<Kernel> make_cuda_matmuls(const CallSpec&, std::string*);
+// cuda.matmul's, cuda.matmul_glu's and cuda.matmuls's optional input k: x's rows already
 // rounded (kernels/cuda/cuda_rounded_rows.h). Its block size, 0 when absent.
 class Binder;
 int bind_rounded_rows(Binder& b, const CallSpec& s, size_t k);

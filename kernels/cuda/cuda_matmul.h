@@ -25,6 +25,7 @@
 #include <string>
 #include <string_view>
 
+#include "kernels/cuda/cuda_matmuls.h"
 #include "kernels/cuda/cuda_rounded_rows.h"
 #include "kernels/kernel.h"
 
@@ -82,10 +83,11 @@ class MatmulOp {
   // swiglu(x row (p / x_div) times gate matrix ids[p], the same times up
   // matrix ids[p]) (n_out values), zeros where ids[p] < 0. The bits of
   // run_experts() for each and a SwiGLU after, from one rounding of x, with
-  // the SwiGLU in the up product's epilogue: three launches, not five. Only
-  // where glu_pair(up).
+  // the SwiGLU in the up product's epilogue: three launches, not five (two
+  // with pre: x's rows already rounded, as run()'s). Only where glu_pair(up).
   void run_experts_glu(const MatmulOp& up, const float* x, int64_t ldx, int64_t n_x_rows, const int32_t* ids,
-                       int64_t n_pairs, int64_t x_div, float* y, int64_t ldy, void* scratch, void* queue) const;
+                       int64_t n_pairs, int64_t x_div, float* y, int64_t ldy, void* scratch, void* queue,
+                       const RoundedRows* pre = nullptr) const;
 
   // Dense rows (cuda.matmul_glu, this op the gate): y [rows][n_out] =
   // swiglu(x W_gate^T, x W_up^T), the bits of run() for each and a SwiGLU
@@ -93,6 +95,17 @@ class MatmulOp {
   // launches, not five. Only where glu_pair(up) and rows <= kVectorRows.
   void run_glu(const MatmulOp& up, const float* x, int64_t ldx, int64_t rows, float* y, int64_t ldy, void* scratch,
                void* queue, const RoundedRows* pre = nullptr) const;
+
+  // Whether run_siblings() can take `other` in this op's launch: both on the
+  // int8 path, one weight type and one row length.
+  bool sibling(const MatmulOp& other) const;
+  // Several products of one input (cuda.matmuls): y[k] [rows][ops[k].n_out()]
+  // = x ops[k]^T, k < n (<= kMaxSiblings). At one row, every op ops[0]'s
+  // sibling and up to a wave of blocks, one rounding of x (or pre) and one
+  // launch whose blocks each run one op's rows, the bits of each op's run();
+  // else each op's run(). scratch: the largest op's.
+  static void run_siblings(const MatmulOp* ops, int n, const float* x, int64_t ldx, int64_t rows, float* const* y,
+                           void* scratch, void* queue, const RoundedRows* pre = nullptr);
 
   // "int8-dp4a", "float", "wmma-fp16", for Kernel::impl().
   std::string_view impl(int64_t rows) const;

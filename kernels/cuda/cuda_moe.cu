@@ -287,6 +287,7 @@ class CudaMoeExperts final : public Kernel {
     int64_t n_embd, n_ff, nu, chunk;
     int32_t* slots = nullptr;  // device copy of expert_slots; null: every id is its slice
     int n_slots = 0;
+    int pre_act = 0;  // x's rows also come rounded (input 3, kt-fuse-calls): their blocks, else 0
   };
   explicit CudaMoeExperts(Setup s) : s_(s) {}
   ~CudaMoeExperts() override {
@@ -323,7 +324,11 @@ class CudaMoeExperts final : public Kernel {
         id = mapped;
       }
       if (s_.glu) {
-        s_.gate.run_experts_glu(s_.up, x.row(t0), x.cols, nt, id, np, s_.nu, yg, s_.n_ff, scratch, a.queue);
+        // The norm's rounding of x, where one chunk holds the step (decode).
+        cuda::RoundedRows pre;
+        if (s_.pre_act && nt == x.rows) pre = cuda::rounded_rows(a.in[3].data, a.in[3].max_rows, x.cols, s_.pre_act);
+        s_.gate.run_experts_glu(s_.up, x.row(t0), x.cols, nt, id, np, s_.nu, yg, s_.n_ff, scratch, a.queue,
+                                pre.q ? &pre : nullptr);
       } else {
         s_.gate.run_experts(x.row(t0), x.cols, nt, id, np, s_.nu, yg, s_.n_ff, scratch, a.queue);
         s_.up.run_experts(x.row(t0), x.cols, nt, id, np, s_.nu, yu, s_.n_ff, scratch, a.queue);
@@ -373,7 +378,8 @@ std::unique_ptr<Kernel> make_cuda_moe_experts(const CallSpec& s, std::string* er
   if (!b.check(s.device >= 0, "a CUDA kernel needs a GPU device")) return nullptr;
   if (b.i("streamed", 0) != 0) return make_cuda_moe_experts_streamed(s, error);
   MoeExpertsShape shape;
-  if (!bind_moe_experts(b, s, &shape)) return nullptr;
+  if (!bind_moe_experts(b, s, &shape, s.in.size() > 3 ? 1 : 0)) return nullptr;
+  const int pre_act = bind_rounded_rows(b, s, 3);
   const int64_t n_embd = shape.n_embd, n_ff = shape.n_ff;
   const std::vector<int64_t>& slots = shape.slots;
   b.check(b.ints("choices").empty(), "choices (expert deferral) is a CPU experts' param");
@@ -391,6 +397,7 @@ std::unique_ptr<Kernel> make_cuda_moe_experts(const CallSpec& s, std::string* er
       !st.down.init(s.weights[2], st.chunk * st.nu, s.rounding, error, true))
     return nullptr;
   st.glu = st.gate.glu_pair(st.up);
+  st.pre_act = pre_act;
   if (!cuda::reserve_workspace(s.device, CudaMoeExperts::scratch_bytes(st), error)) return nullptr;
   if (!slots.empty()) {
     // Bound once, read by every step: a plain synchronous upload.

@@ -334,7 +334,9 @@ class CudaMoeGrouped final : public Kernel {
 std::unique_ptr<Kernel> make_grouped(const CallSpec& s, bool streamed, int64_t max_rows, std::string* error) {
   Binder b(s, error);
   MoeExpertsShape shape;
-  if (!b.check(s.device >= 0, "a CUDA kernel needs a GPU device") || !bind_moe_experts(b, s, &shape)) return nullptr;
+  if (!b.check(s.device >= 0, "a CUDA kernel needs a GPU device") ||
+      !bind_moe_experts(b, s, &shape, s.in.size() > 3 ? 1 : 0))
+    return nullptr;
   b.check(b.ints("choices").empty(), "choices (expert deferral) is a CPU experts' param");
   if (streamed)
     for (size_t m = 0; m < 3; ++m)

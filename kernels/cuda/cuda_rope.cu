@@ -45,8 +45,9 @@ RopeArgs rope_args(const cpu::ref::RopeParams& p) {
   return r;
 }
 
-// Rotates pair i (of n_dims / 2) of the head at v, at position pos.
-__device__ __forceinline__ void rope_pair(const RopeArgs& r, int32_t pos, int i, float* v) {
+// Pair i (of n_dims / 2) of the head at src, rotated at position pos, into the
+// same places of dst (src may be dst).
+__device__ __forceinline__ void rope_pair(const RopeArgs& r, int32_t pos, int i, const float* src, float* dst) {
   float theta_extrap = float(pos);
   for (int k = 0; k < i; ++k) theta_extrap = __fmul_rn(theta_extrap, r.theta_scale);
   const float theta_interp = __fmul_rn(r.freq_scale, theta_extrap);
@@ -59,18 +60,29 @@ __device__ __forceinline__ void rope_pair(const RopeArgs& r, int32_t pos, int i,
   }
   const float c = __fmul_rn(cosf(theta), r.mscale), s = __fmul_rn(sinf(theta), r.mscale);
   const int a = r.neox ? i : 2 * i, b = r.neox ? i + r.n_dims / 2 : 2 * i + 1;
-  const float x0 = v[a], x1 = v[b];
-  v[a] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
-  v[b] = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
+  const float x0 = src[a], x1 = src[b];
+  dst[a] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+  dst[b] = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
 }
 
-// Block (t, h): the n_dims / 2 pairs of head h of token t.
-__global__ void rope_kernel(float* __restrict__ y, int64_t cols, int64_t head_dim, int64_t offset,
-                            const int32_t* __restrict__ pos, RopeArgs r) {
+// Block (t, h): the n_dims / 2 pairs of head h of token t, from x into y. Out
+// of place (x != y), the block also copies the head's other values, and block
+// (t, 0) the row's values past the last head: one kernel where a copy of the
+// rows and a kernel in place were two (a memory copy in a recorded step is a
+// node of its own, and no kernel after it starts early).
+__global__ void rope_kernel(const float* x, float* y, int64_t cols, int64_t n_heads, int64_t head_dim,
+                            int64_t offset, const int32_t* __restrict__ pos, RopeArgs r) {
   wait_for_inputs();
   const int64_t t = blockIdx.x, h = blockIdx.y;
-  float* v = y + t * cols + h * head_dim + offset;
-  for (int i = threadIdx.x; i < r.n_dims / 2; i += blockDim.x) rope_pair(r, pos[t], i, v);
+  const float* src = x + t * cols + h * head_dim;
+  float* dst = y + t * cols + h * head_dim;
+  if (x != y) {
+    for (int64_t c = threadIdx.x; c < head_dim; c += blockDim.x)
+      if (c < offset || c >= offset + r.n_dims) dst[c] = src[c];
+    if (h == 0)
+      for (int64_t c = n_heads * head_dim + threadIdx.x; c < cols; c += blockDim.x) y[t * cols + c] = x[t * cols + c];
+  }
+  for (int i = threadIdx.x; i < r.n_dims / 2; i += blockDim.x) rope_pair(r, pos[t], i, src + offset, dst + offset);
 }
 
 template <class E>
@@ -119,7 +131,7 @@ __global__ void __launch_bounds__(256) mla_store_kernel(const float* __restrict_
   if (r <= kStoreRegs * step) {
     float v[kStoreRegs], nv[kStoreRegs];
     const double ss = load_row_sum_squares(row, norm, r, v, nv, red);  // its barrier publishes pe_s
-    for (int i = threadIdx.x; i < ra.n_dims / 2; i += blockDim.x) rope_pair(ra, p, i, pe_s);
+    for (int i = threadIdx.x; i < ra.n_dims / 2; i += blockDim.x) rope_pair(ra, p, i, pe_s, pe_s);
     const double inv = 1.0 / sqrt(ss / double(r) + double(eps));
 #pragma unroll
     for (int k = 0; k < kStoreRegs; ++k) {
@@ -130,7 +142,7 @@ __global__ void __launch_bounds__(256) mla_store_kernel(const float* __restrict_
     double ss = 0.0;
     for (int64_t i = threadIdx.x; i < r; i += step) ss += double(row[i]) * double(row[i]);
     ss = block_sum(ss, red);
-    for (int i = threadIdx.x; i < ra.n_dims / 2; i += blockDim.x) rope_pair(ra, p, i, pe_s);
+    for (int i = threadIdx.x; i < ra.n_dims / 2; i += blockDim.x) rope_pair(ra, p, i, pe_s, pe_s);
     const double inv = 1.0 / sqrt(ss / double(r) + double(eps));
     for (int64_t i = threadIdx.x; i < r; i += step)
       store_as(lat + cache_row * r + i, float(double(row[i]) * inv * double(norm[i])));
@@ -167,11 +179,10 @@ class Rope final : public Kernel {
     const Act &x = a.in[0], &y = a.out[0];
     if (y.rows == 0) return;
     auto s = static_cast<cudaStream_t>(a.queue);
-    if (x.data != y.data) cudaMemcpyAsync(y.data, x.data, size_t(x.rows * x.cols) * 4, cudaMemcpyDeviceToDevice, s);
     const cuda::DeviceStep st = cuda::upload_step(*a.step, a.queue);
     const int threads = std::min(128, std::max(32, r_.n_dims / 2));
-    cuda::launch(cuda::rope_kernel, dim3(unsigned(y.rows), unsigned(n_heads_)), threads, 0, s, y.f32(), y.cols,
-                 head_dim_, offset_, st.pos, r_);
+    cuda::launch(cuda::rope_kernel, dim3(unsigned(y.rows), unsigned(n_heads_)), threads, 0, s, x.f32(), y.f32(),
+                 y.cols, n_heads_, head_dim_, offset_, st.pos, r_);
     cuda::check_launch("cuda.rope", a.queue);
   }
 

@@ -1,8 +1,8 @@
 // The CUDA kernels of rows and products against their CPU reference kernels
-// on random inputs: elementwise, matmul, rope and the caches' stores, copies,
-// and the registry. Odd shapes, one token and several, several sequences in
-// one step, both roundings (cuda_compare.h); attention and MoE have their own
-// files.
+// on random inputs: elementwise, matmul, rope and the caches' stores, and the
+// registry. Odd shapes, one token and several, several sequences in one step,
+// both roundings (cuda_compare.h); attention, MoE and the copies have their
+// own files.
 #include <algorithm>
 #include <cstdio>
 
@@ -75,6 +75,51 @@ TEST(CudaKernels, AddRmsNorm) {
   for (const auto& [cols, rows] : {std::pair<int64_t, int64_t>{2048, 1}, {7168, 3}, {10000, 2}, {100, 7}})
     compare(add_rms_norm_call(cols, rows, rng), 1e-6,
             "add_rms_norm " + std::to_string(cols) + " x " + std::to_string(rows));
+}
+
+// A third addend (kt-fuse-calls folds a cuda.add of two outputs into the
+// residual's norm): y = a + (b + c) and its norm, the same bits as cuda.add
+// of b and c then the two-input add_rms_norm; and, with the rounded output, its
+// rounded rows too.
+TEST(CudaKernels, AddRmsNormOfThreeIsTheAddThenTheNorm) {
+  KT_REQUIRE_GPU();
+  SplitMix64 rng(6);
+  for (const auto& [cols, rows] : {std::pair<int64_t, int64_t>{2048, 1}, {7168, 3}, {10000, 2}, {100, 7}}) {
+    for (const bool rounded : {false, true}) {
+      if (rounded && cols % 256 != 0) continue;
+      const std::string what = std::to_string(cols) + " x " + std::to_string(rows) + (rounded ? ", rounded" : "");
+      Call two = add_rms_norm_call(cols, rows, rng);
+      if (rounded) {
+        two.out.push_back(Buf::i32(cuda::rounded_rows_cols(cols, 256), rows));
+        two.param("round_act", 256);
+      }
+      const Buf c = Buf::f32(cols, rows, random_floats(size_t(cols * rows), rng, -1, 1));
+      Call add;
+      add.op = "add";
+      add.in = {two.in[1], c};
+      add.out.push_back(Buf::f32(cols, rows));
+      const Outcome sum = run_gpu(add);
+      ASSERT_TRUE(sum.error.empty()) << what << ": " << sum.error;
+      Call three;  // Call holds a unique_ptr: copied by hand
+      three.op = two.op;
+      three.in = {two.in[0], two.in[1], c};
+      three.out = two.out;
+      three.weights = two.weights;
+      three.params = two.params;
+      two.in[1] = sum.out[0];
+      const Outcome want = run_gpu(two), got = run_gpu(three);
+      ASSERT_TRUE(want.error.empty() && got.error.empty()) << what << ": " << want.error << got.error;
+      for (size_t k = 0; k < want.out.size(); ++k) {
+        ASSERT_EQ(got.out[k].bytes.size(), want.out[k].bytes.size());
+        EXPECT_EQ(got.out[k].bytes, want.out[k].bytes) << what << ": output " << k << " differs";
+      }
+      // Not the two-input result: the third addend is read.
+      three.in.pop_back();
+      const Outcome without = run_gpu(three);
+      ASSERT_TRUE(without.error.empty()) << without.error;
+      EXPECT_NE(without.out[0].bytes, got.out[0].bytes) << what;
+    }
+  }
 }
 
 TEST(CudaKernels, AddSiluMulSigmoidGateAddSelectRows) {
@@ -231,6 +276,83 @@ TEST(CudaKernels, MatmulGluMatchesItsThreeCalls) {
   }
 }
 
+// cuda.matmuls (kt-fuse-calls' products of one input) against the separate
+// cuda.matmul calls it replaces: the same bits on the GPU (plans with and
+// without the pass agree), within the matmul tolerance of the CPU reference.
+// One row takes the one-launch path (each block one matrix's rows, from one
+// rounding or the norm's rounded rows); several rows, or more than a wave of
+// blocks, run each product alone.
+TEST(CudaKernels, MatmulsMatchTheirSeparateCalls) {
+  KT_REQUIRE_GPU();
+  SplitMix64 rng(10);
+  struct Group {
+    GgmlType type;
+    int64_t n_in;
+    std::vector<int64_t> n_out;
+    bool rounded;  // x also comes rounded (add_rms_norm's third output)
+  };
+  uint64_t seed = 1000;
+  for (const Group& g : {Group{GgmlType::Q4_K, 512, {300, 77, 64}, false},
+                         Group{GgmlType::Q4_K, 512, {300, 77}, true},
+                         Group{GgmlType::Q8_0, 96, {37, 40, 5, 64}, false},
+                         Group{GgmlType::Q6_K, 256, {4099, 64}, false},  // past a wave: each alone
+                         Group{GgmlType::Q5_0, 64, {33, 31}, true}}) {
+    for (int64_t rows : {1, 3}) {
+      const std::string what = std::string(type_name(g.type)) + " x " + std::to_string(g.n_out.size()) + " products, " +
+                               std::to_string(rows) + " rows" + (g.rounded ? ", rounded rows given" : "");
+      std::vector<Weight> ws;
+      for (int64_t n : g.n_out) ws.push_back(Weight::random("w", g.type, g.n_in, n, 1, ++seed));
+      Buf x = Buf::f32(g.n_in, rows, random_floats(size_t(g.n_in * rows), rng, -2, 2), 8);
+      Buf xq;
+      if (g.rounded) {  // the norm's two outputs: its rows, and them rounded
+        Call norm = add_rms_norm_call(g.n_in, rows, rng);
+        const int act = g.type == GgmlType::Q5_0 ? 32 : 256;
+        norm.out.push_back(Buf::i32(cuda::rounded_rows_cols(g.n_in, act), rows));
+        norm.param("round_act", act);
+        const Outcome nr = run_gpu(norm);
+        ASSERT_TRUE(nr.error.empty()) << what << ": " << nr.error;
+        x = nr.out[1];
+        xq = nr.out[2];
+      }
+      Call all;
+      all.op = "matmuls";
+      all.in.push_back(x);
+      if (g.rounded) all.in.push_back(xq);
+      for (size_t k = 0; k < ws.size(); ++k) {
+        all.weights.push_back(ws[k]);
+        all.out.push_back(Buf::f32(g.n_out[k], rows, {}, 8));
+      }
+      const Outcome got = run_gpu(all);
+      ASSERT_TRUE(got.error.empty()) << what << ": " << got.error;
+      for (size_t k = 0; k < ws.size(); ++k) {
+        Call one;
+        one.op = "matmul";
+        one.in.push_back(x);
+        one.weights.push_back(ws[k]);
+        one.out.push_back(Buf::f32(g.n_out[k], rows, {}, 8));
+        const Outcome gpu = run_gpu(one), cpu = run_cpu(one);
+        ASSERT_TRUE(gpu.error.empty() && cpu.error.empty()) << what << ": " << gpu.error << cpu.error;
+        const auto a = got.out[k].floats(), b = gpu.out[0].floats();
+        ASSERT_TRUE(all_finite(a)) << what << ", product " << k << ": unwritten (NaN) or non-finite values";
+        EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0)
+            << what << ", product " << k << ": not the separate call's bits, max abs " << max_abs(a, b);
+        const double e = rel_l2(a, cpu.out[0].floats());
+        note("matmuls (ggml)", e);
+        EXPECT_LE(e, matmul_tol(g.type, Rounding::GgmlCpu, rows)) << what << ", product " << k;
+      }
+    }
+  }
+  // An output whose width is not its weight's rows is refused at bind.
+  Call c;
+  c.op = "matmuls";
+  c.in.push_back(Buf::f32(256, 1, random_floats(256, rng)));
+  c.weights = {Weight::random("a", GgmlType::Q4_K, 256, 32, 1, 1098),
+               Weight::random("b", GgmlType::Q4_K, 256, 16, 1, 1099)};
+  c.out = {Buf::f32(32, 1), Buf::f32(32, 1)};
+  const Outcome bad = run_gpu(c);
+  EXPECT_FALSE(bad.error.empty());
+}
+
 // add_rms_norm's rounded output (kt-fuse-calls: the norm rounds its rows where
 // it writes them) read by cuda.matmul and cuda.matmul_glu: the same bits as the
 // products rounding the rows themselves, for Q8_K and Q8_0 blocks; a buffer of
@@ -377,68 +499,9 @@ TEST(CudaKernels, MlaCacheStore) {
   }
 }
 
-// ---- copies ---------------------------------------------------------------------------
-
-TEST(CudaKernels, UploadDownloadCopyTheStepsRows) {
-  KT_REQUIRE_GPU();
-  SplitMix64 rng(17);
-  const std::vector<float> v = random_floats(50 * 8, rng);
-  // Pinned host memory: the SMs copy through the mapping; pageable: the copy engine.
-  for (const bool pinned : {true, false}) {
-    for (const char* k : {"cuda.upload", "cuda.download"}) {
-      SCOPED_TRACE(pinned ? "pinned" : "pageable");
-      const kern::KernelEntry* e = kern::find_kernel(k);
-      ASSERT_NE(e, nullptr) << k;
-      kern::CallSpec s;
-      s.kernel = k;
-      s.device = 0;
-      s.in.push_back({GgmlType::F32, 50, 8});
-      s.out.push_back({GgmlType::F32, 50, 8});
-      std::string err;
-      auto kern = e->make(s, &err);
-      ASSERT_TRUE(kern) << err;
-      EXPECT_EQ(kern->transfer(), std::string(k) == "cuda.upload" ? kern::Kernel::Transfer::Upload
-                                                                   : kern::Kernel::Transfer::Download);
-      // Host side pinned or not, device side device memory; 5 of 8 rows move.
-      float* host = nullptr;
-      std::vector<float> pageable(v.size());
-      void* dev = nullptr;
-      if (pinned)
-        KT_CUDA_OK(cudaMallocHost(&host, v.size() * 4));
-      else
-        host = pageable.data();
-      KT_CUDA_OK(cudaMalloc(&dev, v.size() * 4));
-      std::vector<float> back(v.size(), -7.0f);
-      if (std::string(k) == "cuda.upload") {
-        std::memcpy(host, v.data(), v.size() * 4);
-        KT_CUDA_OK(cudaMemcpy(dev, back.data(), back.size() * 4, cudaMemcpyHostToDevice));
-      } else {
-        KT_CUDA_OK(cudaMemcpy(dev, v.data(), v.size() * 4, cudaMemcpyHostToDevice));
-        std::memcpy(host, back.data(), back.size() * 4);
-      }
-      const bool up = std::string(k) == "cuda.upload";
-      const kern::Act src{up ? static_cast<void*>(host) : dev, GgmlType::F32, 50, 5, 8};
-      const kern::Act dst{up ? dev : static_cast<void*>(host), GgmlType::F32, 50, 5, 8};
-      const kern::Step st;
-      kern::CallArgs a;
-      a.in = std::span<const kern::Act>(&src, 1);
-      a.out = std::span<const kern::Act>(&dst, 1);
-      a.step = &st;
-      kern->run(a);
-      KT_CUDA_OK(cudaDeviceSynchronize());
-      if (up)
-        KT_CUDA_OK(cudaMemcpy(back.data(), dev, back.size() * 4, cudaMemcpyDeviceToHost));
-      else
-        std::memcpy(back.data(), host, back.size() * 4);
-      for (size_t i = 0; i < v.size(); ++i) EXPECT_EQ(back[i], i < 250 ? v[i] : -7.0f) << k << " at " << i;
-      if (pinned) cudaFreeHost(host);
-      cudaFree(dev);
-    }
-  }
-}
-
 TEST(CudaKernels, EveryKernelTheLoweringEmitsIsRegistered) {
-  for (const char* n : {"embed", "rms_norm", "add", "silu_mul", "sigmoid_gate_add", "select_rows", "matmul", "rope",
+  for (const char* n : {"embed", "rms_norm", "add", "silu_mul", "sigmoid_gate_add", "select_rows", "matmul",
+                        "matmul_glu", "matmuls", "rope",
                         "kv_store", "attention", "mla_cache_store", "mla_attention", "mla_attention_absorbed",
                         "moe_gate", "moe_experts", "upload", "download", "peer_copy"})
     EXPECT_NE(kern::find_kernel(std::string("cuda.") + n), nullptr) << n;

@@ -156,6 +156,68 @@ TEST(CudaKernels, MoeExpertsOnTheGpu) {
   }
 }
 
+// x's rows already rounded by the norm that wrote them (kt-fuse-calls: a
+// fourth input): the same bits as the experts rounding x themselves, for the
+// gate and up of one rounding (Q4_K: Q8_K blocks; Q8_0: Q8_0 blocks); a
+// buffer of the other blocks goes unread.
+TEST(CudaKernels, MoeExpertsTakeTheNormsRoundedRows) {
+  KT_REQUIRE_GPU();
+  SplitMix64 rng(27);
+  const int64_t n_embd = 512, n_ff = 256, ne = 8, nu = 3;
+  uint64_t seed = 800;
+  for (const auto& [type, act] : {std::pair<GgmlType, int>{GgmlType::Q4_K, 256}, {GgmlType::Q8_0, 32},
+                                  {GgmlType::Q4_K, 32}}) {
+    for (int64_t rows : {1, 4}) {
+      const std::string what = std::string(type_name(type)) + " reading blocks of " + std::to_string(act) + " x " +
+                               std::to_string(rows);
+      // The norm's outputs: its rows, and them rounded.
+      Call norm;
+      norm.op = "add_rms_norm";
+      norm.in.push_back(Buf::f32(n_embd, rows, random_floats(size_t(n_embd * rows), rng, -3, 3)));
+      norm.in.push_back(Buf::f32(n_embd, rows, random_floats(size_t(n_embd * rows), rng, -1, 1)));
+      norm.out = {Buf::f32(n_embd, rows), Buf::f32(n_embd, rows), Buf::i32(cuda::rounded_rows_cols(n_embd, act), rows)};
+      norm.weights.push_back(Weight::f32("norm", random_floats(size_t(n_embd), rng, 0.5f, 1.5f), n_embd));
+      norm.paramf("eps", 1e-6);
+      norm.param("round_act", act);
+      const Outcome nr = run_gpu(norm);
+      ASSERT_TRUE(nr.error.empty()) << what << ": " << nr.error;
+      std::vector<int32_t> ids;
+      std::vector<float> w;
+      for (int64_t t = 0; t < rows; ++t)
+        for (int64_t k = 0; k < nu; ++k) {
+          ids.push_back(int32_t((t * 3 + k * 5 + 2) % ne));
+          w.push_back(0.2f + 0.5f * rng.uniform());
+        }
+      const Weight g = Weight::random("gate_exps", type, n_embd, n_ff, ne, ++seed);
+      const Weight u = Weight::random("up_exps", type, n_embd, n_ff, ne, ++seed);
+      const Weight d = Weight::random("down_exps", GgmlType::Q6_K, n_ff, n_embd, ne, ++seed);
+      auto experts = [&](const Buf* rounded) {
+        Call c;
+        c.op = "moe_experts";
+        c.in = {nr.out[1], Buf::i32(nu, rows, ids), Buf::f32(nu, rows, w)};
+        if (rounded) c.in.push_back(*rounded);
+        c.out.push_back(Buf::f32(n_embd, rows));
+        c.weights = {g, u, d};
+        return run_gpu(c);
+      };
+      const Outcome own = experts(nullptr), given = experts(&nr.out[2]);
+      ASSERT_TRUE(own.error.empty() && given.error.empty()) << what << ": " << own.error << given.error;
+      const auto a = own.out[0].floats(), b = given.out[0].floats();
+      ASSERT_TRUE(all_finite(a)) << what;
+      EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << what << ": max abs " << max_abs(a, b);
+      // Another row's rounding in its place: read where its blocks are the
+      // experts' (the result moves), unread where they are not.
+      norm.in[1] = Buf::f32(n_embd, rows, random_floats(size_t(n_embd * rows), rng, -1, 1));
+      const Outcome other = run_gpu(norm);
+      ASSERT_TRUE(other.error.empty()) << other.error;
+      const Outcome wrong = experts(&other.out[2]);
+      ASSERT_TRUE(wrong.error.empty()) << wrong.error;
+      const bool read = (type == GgmlType::Q4_K) == (act == 256);
+      EXPECT_EQ(std::memcmp(a.data(), wrong.out[0].floats().data(), a.size() * 4) != 0, read) << what;
+    }
+  }
+}
+
 // Hot experts placed on the GPU (kt-place-experts): the call holds a subset of
 // the slices and expert_slots maps the router's ids to them (-1: held by the
 // CPU). The GPU must skip the others exactly as the reference does; the result

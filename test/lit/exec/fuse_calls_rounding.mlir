@@ -2,9 +2,10 @@
 // that writes them: a cuda.add_rms_norm whose output the GPU's int8 products
 // read gets a third output, its rows rounded to the blocks most of those
 // products take (round_act 256 for K-quants and IQ4_XS, 32 for Q8_0 / Q4_0 /
-// Q5_0), and those products read it as a second input. Products of other
+// Q5_0), and those products read it as a second input (routed experts on the
+// GPU, as a fourth, after x, ids and weights). Products of other
 // blocks, float weights, the CPU's calls, and a norm no int8 product reads
-// stay as they are.
+// stay as they are, as do experts streamed from the host.
 // RUN: kt-opt %s --kt-fuse-calls | FileCheck %s
 // RUN: kt-opt %s --kt-fuse-calls --kt-fuse-calls | FileCheck %s
 
@@ -21,6 +22,9 @@ kt_exec.plan "deepseek2" gguf "m.gguf" attributes {chat_template = "", gguf_fing
   kt_exec.weight "wn2" "blk.1.ffn_norm.weight" : "F32" [512] on "cuda:0" {bytes = 2048 : i64, layout = "gguf"}
   kt_exec.weight "w8" "blk.1.ffn_down.weight" : "Q5_0" [512, 64] on "cuda:0" {bytes = 22528 : i64, layout = "gguf"}
   kt_exec.weight "wn3" "output_norm.weight" : "F32" [512] on "cuda:0" {bytes = 2048 : i64, layout = "gguf"}
+  kt_exec.weight "wge" "blk.1.ffn_gate_exps.weight" : "Q4_K" [512, 64, 4] on "cuda:0" {bytes = 73728 : i64, layout = "gguf"}
+  kt_exec.weight "wue" "blk.1.ffn_up_exps.weight" : "Q4_K" [512, 64, 4] on "cuda:0" {bytes = 73728 : i64, layout = "gguf"}
+  kt_exec.weight "wde" "blk.1.ffn_down_exps.weight" : "Q8_0" [64, 512, 4] on "cuda:0" {bytes = 139264 : i64, layout = "gguf"}
   kt_exec.phase "decode" max_tokens 4 logits "logits" {
     kt_exec.buffer "x" on "cuda:0" : "F32" x 512 per "tokens"
     kt_exec.buffer "r" on "cuda:0" : "F32" x 512 per "tokens"
@@ -31,6 +35,10 @@ kt_exec.plan "deepseek2" gguf "m.gguf" attributes {chat_template = "", gguf_fing
     kt_exec.buffer "o" on "cuda:0" : "F32" x 64 per "tokens"
     kt_exec.buffer "f" on "cuda:0" : "F32" x 64 per "tokens"
     kt_exec.buffer "gl" on "cuda:0" : "F32" x 64 per "tokens"
+    kt_exec.buffer "ids" on "cuda:0" : "I32" x 2 per "tokens"
+    kt_exec.buffer "ew" on "cuda:0" : "F32" x 2 per "tokens"
+    kt_exec.buffer "ex" on "cuda:0" : "F32" x 512 per "tokens"
+    kt_exec.buffer "es" on "cuda:0" : "F32" x 512 per "tokens"
     kt_exec.buffer "y2" on "cuda:0" : "F32" x 512 per "tokens"
     kt_exec.buffer "h2" on "cuda:0" : "F32" x 512 per "tokens"
     kt_exec.buffer "d" on "cuda:0" : "F32" x 64 per "tokens"
@@ -43,6 +51,8 @@ kt_exec.plan "deepseek2" gguf "m.gguf" attributes {chat_template = "", gguf_fing
     kt_exec.call "cuda.matmul" on "cuda:0" ["h"] -> ["o"] weights ["wo"] params {} layer 1 path "l1.q8_0"
     kt_exec.call "cuda.matmul" on "cuda:0" ["h"] -> ["f"] weights ["wf"] params {} layer 1 path "l1.f16"
     kt_exec.call "cuda.matmul_glu" on "cuda:0" ["h"] -> ["gl"] weights ["wg", "wu"] params {} layer 1 path "l1.shexp"
+    kt_exec.call "cuda.moe_experts" on "cuda:0" ["h", "ids", "ew"] -> ["ex"] weights ["wge", "wue", "wde"] params {} layer 1 path "l1.experts"
+    kt_exec.call "cuda.moe_experts" on "cuda:0" ["h", "ids", "ew"] -> ["es"] weights ["wge", "wue", "wde"] params {streamed = 1 : i64} layer 1 path "l1.streamed"
     kt_exec.call "cuda.add_rms_norm" on "cuda:0" ["y", "q"] -> ["y2", "h2"] weights ["wn2"] params {eps = 1.0e-06 : f64} layer 1 path "l1.ffn_norm"
     kt_exec.call "cuda.matmul" on "cuda:0" ["h2"] -> ["d"] weights ["w8"] params {} layer 1 path "l1.down"
     kt_exec.call "cuda.add_rms_norm" on "cuda:0" ["y2", "h2"] -> ["y3", "h3"] weights ["wn3"] params {eps = 1.0e-06 : f64} layer -1 path "output_norm"
@@ -63,6 +73,8 @@ kt_exec.plan "deepseek2" gguf "m.gguf" attributes {chat_template = "", gguf_fing
 // CHECK-NEXT: kt_exec.call "cuda.matmul" on "cuda:0" ["h"] -> ["o"]
 // CHECK-NEXT: kt_exec.call "cuda.matmul" on "cuda:0" ["h"] -> ["f"]
 // CHECK-NEXT: kt_exec.call "cuda.matmul_glu" on "cuda:0" ["h", "h.q8"] -> ["gl"]
+// CHECK-NEXT: kt_exec.call "cuda.moe_experts" on "cuda:0" ["h", "ids", "ew", "h.q8"] -> ["ex"]
+// CHECK-NEXT: kt_exec.call "cuda.moe_experts" on "cuda:0" ["h", "ids", "ew"] -> ["es"]
 // A norm read by a Q5_0 product: blocks of 32 (512 / 4 + 512 / 32 words); the
 // norm's own sum (input h2 of the next norm) is not a product.
 // CHECK-NEXT: kt_exec.call "cuda.add_rms_norm" on "cuda:0" ["y", "q"] -> ["y2", "h2", "h2.q8"] weights ["wn2"] params {eps = {{.*}} : f64, round_act = 32 : i64}
