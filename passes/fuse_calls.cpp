@@ -24,16 +24,15 @@
 // the shared experts' gate and up, each lose a rounding kernel; routed
 // experts on the GPU, cuda.moe_experts [h, ids, weights], take it as a fourth
 // input. The blocks most of the readers take; the others round for themselves.)
-//   cuda.matmul [x] -> [y0];  ...  cuda.matmul [x] -> [yk] (no bias, weights
-//   of one int8 type, up to kMaxSiblings, anywhere later in the phase)
-//     => cuda.matmuls [x] -> [y0, .., yk], where the first was
-// (V2's q and kv_a, V3's q_a and kv_a, a GQA layer's q, k and v: one launch at
-// decode, kernels/cuda/cuda_matmuls.cu; the later products only move earlier,
-// and read nothing the first could not).
 //   cuda.add [b, c] -> [m];  cuda.add_rms_norm [a, m] -> [y, h] (m read by
 //   nothing else)  => cuda.add_rms_norm [a, b, c] -> [y, h]
 // (the routed and shared experts' sum folded into the residual's: y = a +
 // (b + c), one launch less a MoE layer).
+//   cuda.matmul_glu [x] -> [a];  cuda.matmul [a] -> [s];  ...
+//   cuda.moe_experts [x, ids, w] -> [e]  (the shared experts, then the routed)
+//     => cuda.moe_ffn [x, ids, w] -> [e, s], weights [routed.., shared..]
+// (the shared experts on a second queue beside the routed ones at decode,
+// kernels/cuda/cuda_moe_ffn.cu; a is then dead).
 // The fused kernels compute the same operations in the same order, so plans
 // with and without the pass give the same bits.
 //
@@ -42,12 +41,10 @@
 // then sees the fused call's lifetimes.
 #include <string>
 
-#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringSet.h"
 
 #include "dialects/KtExecDialect.h"
-#include "kernels/cuda/cuda_matmuls.h"
 #include "kernels/cuda/cuda_rounded_rows.h"
 #include "kernels/type_traits.h"
 #include "kernels/vec_dot_block.h"
@@ -72,9 +69,9 @@ class FuseCallsPass : public impl::FuseCallsBase<FuseCallsPass> {
     getOperation()->walk([&](exec::WeightOp w) { weight_types[w.getSymName()] = w.getType().str(); });
     getOperation()->walk([&](exec::PhaseOp phase) {
       fuse_glu(phase);
-      fuse_siblings(phase, weight_types);
       fuse_add_norm(phase);
       fold_addend(phase);
+      shared_beside(phase);
       share_rounding(phase, weight_types);
     });
   }
@@ -125,6 +122,58 @@ class FuseCallsPass : public impl::FuseCallsBase<FuseCallsPass> {
       if (dead.contains(buf.getSymName())) buf.erase();
   }
 
+  // cuda.matmul_glu [x] -> [a] and cuda.matmul [a] -> [s] (the shared
+  // experts; a read only by that product) before cuda.moe_experts [x, ids, w]
+  // -> [e], nothing between the product and the experts reading s:
+  // cuda.moe_ffn [x, ids, w] -> [e, s] where the experts were.
+  void shared_beside(exec::PhaseOp phase) {
+    llvm::SmallVector<exec::CallOp> calls(phase.getBody().front().getOps<exec::CallOp>());
+    const llvm::StringMap<int> reads = read_counts(phase, calls);
+    llvm::StringSet<> dead;
+    for (size_t k = 0; k < calls.size(); ++k) {
+      exec::CallOp e = calls[k];
+      if (e.getKernel() != "cuda.moe_experts" || e.getInputs().size() != 3 || e.getOutputs().size() != 1 ||
+          e.getWeights().size() != 3 || e.getParams().get("streamed"))
+        continue;
+      const std::string x = str(e.getInputs()[0]);
+      // The latest SwiGLU of x before the experts, and the one product of it.
+      int g = -1, d = -1;
+      for (int j = int(k) - 1; j >= 0 && g < 0; --j) {
+        exec::CallOp c = calls[size_t(j)];
+        if (c && c.getKernel() == "cuda.matmul_glu" && c.getDevice() == e.getDevice() && c.getInputs().size() == 1 &&
+            str(c.getInputs()[0]) == x && c.getOutputs().size() == 1)
+          g = j;
+      }
+      if (g < 0) continue;
+      const std::string a = str(calls[size_t(g)].getOutputs()[0]);
+      for (size_t j = size_t(g) + 1; j < k && d < 0; ++j) {
+        exec::CallOp c = calls[j];
+        if (c && plain_matmul(c) && c.getDevice() == e.getDevice() && str(c.getInputs()[0]) == a) d = int(j);
+      }
+      if (d < 0 || reads.lookup(a) != 1) continue;
+      exec::CallOp gc = calls[size_t(g)], dc = calls[size_t(d)];
+      const std::string s = str(dc.getOutputs()[0]);
+      bool read_between = s == phase.getLogits();
+      for (size_t j = size_t(d) + 1; j < k && !read_between; ++j)
+        if (calls[j])
+          for (mlir::Attribute a : calls[j].getInputs()) read_between |= str(a) == s;
+      if (read_between) continue;
+      mlir::OpBuilder b(e);
+      llvm::SmallVector<mlir::Attribute> weights(e.getWeights().begin(), e.getWeights().end());
+      weights.append({gc.getWeights()[0], gc.getWeights()[1], dc.getWeights()[0]});
+      exec::CallOp::create(b, e.getLoc(), "cuda.moe_ffn", e.getDevice(), e.getInputs(),
+                           b.getArrayAttr({e.getOutputs()[0], dc.getOutputs()[0]}), b.getArrayAttr(weights),
+                           mlir::StringAttr(), e.getParams(), e.getLayer(), e.getPath());
+      dead.insert(str(gc.getOutputs()[0]));
+      gc.erase();
+      dc.erase();
+      e.erase();
+      calls[size_t(g)] = calls[size_t(d)] = calls[k] = nullptr;
+    }
+    for (auto buf : llvm::make_early_inc_range(phase.getBody().front().getOps<exec::BufferOp>()))
+      if (dead.contains(buf.getSymName())) buf.erase();
+  }
+
   // How many calls read each buffer (the runtime reads the logits: one more).
   static llvm::StringMap<int> read_counts(exec::PhaseOp phase, llvm::ArrayRef<exec::CallOp> calls) {
     llvm::StringMap<int> reads;
@@ -159,11 +208,11 @@ class FuseCallsPass : public impl::FuseCallsBase<FuseCallsPass> {
       for (size_t j = i + 1; j < calls.size(); ++j) {
         exec::CallOp c = calls[j];
         const bool product = (c.getKernel() == "cuda.matmul" && c.getWeights().size() == 1) ||
-                             (c.getKernel() == "cuda.matmul_glu" && c.getWeights().size() == 2) ||
-                             c.getKernel() == "cuda.matmuls";
+                             (c.getKernel() == "cuda.matmul_glu" && c.getWeights().size() == 2);
         // Routed experts on the GPU (not streamed from the host): x, ids, weights.
-        const bool experts = c.getKernel() == "cuda.moe_experts" && c.getInputs().size() == 3 &&
-                             c.getWeights().size() == 3 && !c.getParams().get("streamed");
+        const bool experts = ((c.getKernel() == "cuda.moe_experts" && c.getWeights().size() == 3) ||
+                              (c.getKernel() == "cuda.moe_ffn" && c.getWeights().size() == 6)) &&
+                             c.getInputs().size() == 3 && !c.getParams().get("streamed");
         if (!(product || experts) || c.getDevice() != norm.getDevice() ||
             c.getInputs().size() != (experts ? 3u : 1u) || str(c.getInputs()[0]) != h)
           continue;
@@ -194,40 +243,6 @@ class FuseCallsPass : public impl::FuseCallsBase<FuseCallsPass> {
         ins.insert(ins.begin() + (ins.size() == 1 ? 1 : ins.size()), b.getStringAttr(hq));
         c.setInputsAttr(b.getArrayAttr(ins));
       }
-    }
-  }
-
-  // Plain cuda.matmul calls reading the same rows, with weights of one int8
-  // type, become one cuda.matmuls call where the first of them was.
-  void fuse_siblings(exec::PhaseOp phase, const llvm::StringMap<std::string>& weight_types) {
-    llvm::SmallVector<exec::CallOp> calls(phase.getBody().front().getOps<exec::CallOp>());
-    llvm::DenseSet<mlir::Operation*> taken;
-    const std::string logits = phase.getLogits().str();
-    auto type_of = [&](exec::CallOp c) { return weight_types.lookup(str(c.getWeights()[0])); };
-    for (size_t i = 0; i < calls.size(); ++i) {
-      exec::CallOp first = calls[i];
-      if (taken.contains(first) || !plain_matmul(first) || str(first.getOutputs()[0]) == logits) continue;
-      const std::string type = type_of(first);
-      if (act_block(type) == 0) continue;
-      llvm::SmallVector<exec::CallOp> group{first};
-      for (size_t j = i + 1; j < calls.size() && group.size() < size_t(cuda::kMaxSiblings); ++j) {
-        exec::CallOp c = calls[j];
-        if (!taken.contains(c) && plain_matmul(c) && c.getDevice() == first.getDevice() &&
-            c.getInputs() == first.getInputs() && type_of(c) == type && str(c.getOutputs()[0]) != logits)
-          group.push_back(c);
-      }
-      if (group.size() < 2) continue;
-      mlir::OpBuilder b(first);
-      llvm::SmallVector<mlir::Attribute> outs, weights;
-      for (exec::CallOp c : group) {
-        outs.push_back(c.getOutputs()[0]);
-        weights.push_back(c.getWeights()[0]);
-        taken.insert(c);
-      }
-      exec::CallOp::create(b, first.getLoc(), "cuda.matmuls", first.getDevice(), first.getInputs(),
-                           b.getArrayAttr(outs), b.getArrayAttr(weights), mlir::StringAttr(), b.getDictionaryAttr({}),
-                           first.getLayer(), first.getPath());
-      for (exec::CallOp c : group) c.erase();
     }
   }
 

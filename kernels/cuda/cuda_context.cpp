@@ -38,8 +38,14 @@ struct Workspace {
   uint64_t bytes = 0;
 };
 
-std::map<int, Workspace>& workspaces() {
-  static std::map<int, Workspace> m;
+// (device, queue): 0 the device's queue, 1 its side queue.
+std::map<std::pair<int, int>, Workspace>& workspaces() {
+  static std::map<std::pair<int, int>, Workspace> m;
+  return m;
+}
+
+std::map<int, cudaStream_t>& side_queues() {
+  static std::map<int, cudaStream_t> m;
   return m;
 }
 
@@ -61,6 +67,20 @@ void use_device(int device) {
     const cudaError_t e = cudaSetDevice(device);
     if (e != cudaSuccess) die("cudaSetDevice", e);
   }
+}
+
+void* side_queue(int device, std::string* error) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  cudaStream_t& s = side_queues()[device];
+  if (s) return s;
+  use_device(device);
+  const cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  if (e != cudaSuccess) {
+    s = nullptr;
+    cudaGetLastError();
+    if (error) *error = "a second queue on cuda:" + std::to_string(device) + ": " + error_text(int(e));
+  }
+  return s;
 }
 
 DeviceStep upload_step(const kern::Step& s, void* queue) {
@@ -122,9 +142,9 @@ DeviceStep upload_step(const kern::Step& s, void* queue) {
   return c.view;
 }
 
-bool reserve_workspace(int device, uint64_t bytes, std::string* error) {
+bool reserve_workspace(int device, uint64_t bytes, std::string* error, int queue) {
   std::lock_guard<std::mutex> lock(g_mu);
-  Workspace& w = workspaces()[device];
+  Workspace& w = workspaces()[{device, queue}];
   if (bytes <= w.bytes) return true;
   bytes = (bytes + (1u << 20) - 1) & ~uint64_t((1u << 20) - 1);  // whole MiB: fewer regrowths
   int old = 0;
@@ -151,14 +171,14 @@ bool reserve_workspace(int device, uint64_t bytes, std::string* error) {
   return true;
 }
 
-void* workspace(int device) {
+void* workspace(int device, int queue) {
   std::lock_guard<std::mutex> lock(g_mu);
-  return workspaces()[device].p;
+  return workspaces()[{device, queue}].p;
 }
 
-uint64_t workspace_bytes(int device) {
+uint64_t workspace_bytes(int device, int queue) {
   std::lock_guard<std::mutex> lock(g_mu);
-  return workspaces()[device].bytes;
+  return workspaces()[{device, queue}].bytes;
 }
 
 int sm_count(int device) {

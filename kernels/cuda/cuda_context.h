@@ -10,7 +10,8 @@
 // later call of the step the same device copy.
 //
 // The workspace is shared by all calls on one device: calls on one queue run
-// in order, so a call may use all of it while it runs. Factories reserve what
+// in order, so a call may use all of it while it runs (work a call forks to
+// the side queue has a workspace of its own). Factories reserve what
 // they need at bind (reserve_workspace grows it, with a one-line error when the
 // GPU cannot provide it); run() then finds it allocated. kt's executor gives
 // each GPU one queue; two queues running calls of one device at once would
@@ -39,11 +40,20 @@ struct DeviceStep {
 DeviceStep upload_step(const kern::Step& s, void* queue);
 
 // Grows device `device`'s workspace to at least `bytes`. False (and *error)
-// when the GPU cannot provide it.
-bool reserve_workspace(int device, uint64_t bytes, std::string* error);
+// when the GPU cannot provide it. queue 1: the side queue's own workspace
+// (side_queue below), for the work calls run there.
+bool reserve_workspace(int device, uint64_t bytes, std::string* error, int queue = 0);
 // The workspace of `device` (reserve_workspace ran at bind).
-void* workspace(int device);
-uint64_t workspace_bytes(int device);
+void* workspace(int device, int queue = 0);
+uint64_t workspace_bytes(int device, int queue = 0);
+
+// A second queue of `device` for work a call runs beside its own (the shared
+// experts beside the routed ones, cuda_moe.cu): created once, at bind (not
+// while a queue is being recorded); the call forks to it and joins back with
+// events, so it is part of any recording of the call. Null (and *error) when
+// it cannot be created. Work there uses the side queue's workspace
+// (workspace(device, 1)), never the device queue's.
+void* side_queue(int device, std::string* error);
 
 // Streaming multiprocessors of `device` (132 on an H100 SXM).
 int sm_count(int device);

@@ -26,8 +26,7 @@ std::unique_ptr<Kernel> make_cuda_sigmoid_gate_add(const CallSpec&, std::string*
 std::unique_ptr<Kernel> make_cuda_select_rows(const CallSpec&, std::string*);
 std::unique_ptr<Kernel> make_cuda_matmul(const CallSpec&, std::string*);
 std::unique_ptr<Kernel> make_cuda_matmul_glu(const CallSpec&, std::string*);
-std::unique_ptr<Kernel> make_cuda_matmuls(const CallSpec&, std::string*);
-// cuda.matmul's, cuda.matmul_glu's and cuda.matmuls's optional input k: x's rows already
+// cuda.matmul's and cuda.matmul_glu's optional input k: x's rows already
 // rounded (kernels/cuda/cuda_rounded_rows.h). Its block size, 0 when absent.
 class Binder;
 int bind_rounded_rows(Binder& b, const CallSpec& s, size_t k);
@@ -39,6 +38,7 @@ std::unique_ptr<Kernel> make_cuda_mla_attention(const CallSpec&, std::string*);
 std::unique_ptr<Kernel> make_cuda_mla_attention_absorbed(const CallSpec&, std::string*);
 std::unique_ptr<Kernel> make_cuda_moe_gate(const CallSpec&, std::string*);
 std::unique_ptr<Kernel> make_cuda_moe_experts(const CallSpec&, std::string*);
+std::unique_ptr<Kernel> make_cuda_moe_ffn(const CallSpec&, std::string*);
 // cuda_moe_grouped.cu: cuda.moe_experts with streamed=1 (weights in host
 // memory), and the grouped GEMM path cuda.moe_experts takes for long steps.
 std::unique_ptr<Kernel> make_cuda_moe_experts_streamed(const CallSpec&, std::string*);

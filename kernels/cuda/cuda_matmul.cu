@@ -32,9 +32,8 @@ uint64_t align_up(uint64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 // The weight rows of block x (rows of them) into L2, issued before the block
 // waits for its inputs (cuda_launch.cuh): the weights' first DRAM latency
 // passes while the previous kernel still runs.
-__device__ __forceinline__ void prefetch_rows(const uint8_t* W, uint64_t row_bytes, int64_t n_out, int rows,
-                                              int64_t bx) {
-  const int64_t o0 = bx * rows;
+__device__ __forceinline__ void prefetch_rows(const uint8_t* W, uint64_t row_bytes, int64_t n_out, int rows) {
+  const int64_t o0 = int64_t(blockIdx.x) * rows;
   prefetch_l2(W + uint64_t(o0) * row_bytes, uint64_t(min(int64_t(rows), n_out - o0)) * row_bytes);
 }
 
@@ -54,20 +53,17 @@ constexpr int64_t kTwoRowBlocks = 1024;
 // SwiGLU kernel follows (a template parameter: the double exp() in every
 // instantiation cost Q6_K's kernel 56 -> 128 registers, and V3-5L's all-GPU
 // decode 5%).
-// bx: the block's place along the rows (blockIdx.x, or its place in one
-// matrix of mmv_int8_siblings).
-template <GgmlType T, int NC, bool GLU, int R>
-__device__ __forceinline__ void mmv_int8_rows(int64_t bx, const uint8_t* __restrict__ W, uint64_t row_bytes,
-                                              uint64_t mat_bytes, int64_t n_out, int64_t n_in,
-                                              const int8_t* __restrict__ xq, const float* __restrict__ xd, int n_tok,
-                                              float* __restrict__ y, int64_t ldy, const float* __restrict__ bias,
-                                              const int32_t* __restrict__ ids, int64_t x_div) {
+template <GgmlType T, int NC, bool GLU = false, int R = 1>
+__global__ void __launch_bounds__(32 * kRowsPerBlock)
+    mmv_int8(const uint8_t* __restrict__ W, uint64_t row_bytes, uint64_t mat_bytes, int64_t n_out, int64_t n_in,
+             const int8_t* __restrict__ xq, const float* __restrict__ xd, int n_tok, float* __restrict__ y, int64_t ldy,
+             const float* __restrict__ bias, const int32_t* __restrict__ ids, int64_t x_div) {
   using Q = Q8Dot<T>;
   constexpr int kAct = Q::kAct == ActBlocks::Q8_0 ? 32 : 256;
   const int lane = threadIdx.x & 31;
-  if (!ids && blockIdx.y == 0 && threadIdx.x == 0) prefetch_rows(W, row_bytes, n_out, kRowsPerBlock * R, bx);
+  if (!ids && blockIdx.y == 0 && threadIdx.x == 0) prefetch_rows(W, row_bytes, n_out, kRowsPerBlock * R);
   wait_for_inputs();
-  const int64_t o0 = (bx * kRowsPerBlock + (threadIdx.x >> 5)) * R;
+  const int64_t o0 = (int64_t(blockIdx.x) * kRowsPerBlock + (threadIdx.x >> 5)) * R;
   if (o0 >= n_out) return;
   const int nr = R == 1 ? 1 : int(min(int64_t(R), n_out - o0));
   int64_t t0;
@@ -147,36 +143,6 @@ __device__ __forceinline__ void mmv_int8_rows(int64_t bx, const uint8_t* __restr
   }
 }
 
-template <GgmlType T, int NC, bool GLU = false, int R = 1>
-__global__ void __launch_bounds__(32 * kRowsPerBlock)
-    mmv_int8(const uint8_t* __restrict__ W, uint64_t row_bytes, uint64_t mat_bytes, int64_t n_out, int64_t n_in,
-             const int8_t* __restrict__ xq, const float* __restrict__ xd, int n_tok, float* __restrict__ y, int64_t ldy,
-             const float* __restrict__ bias, const int32_t* __restrict__ ids, int64_t x_div) {
-  mmv_int8_rows<T, NC, GLU, R>(blockIdx.x, W, row_bytes, mat_bytes, n_out, n_in, xq, xd, n_tok, y, ldy, bias, ids,
-                               x_div);
-}
-
-// Several matrices of one type over one token's row (cuda.matmuls: V2's q and
-// kv_a, V3's q_a and kv_a, a GQA layer's q, k and v): one launch, matrix k's
-// rows in blocks [first[k], first[k + 1]), each block the one-token kernel's.
-struct Siblings {
-  const uint8_t* W[kMaxSiblings];
-  int64_t n_out[kMaxSiblings];
-  float* y[kMaxSiblings];
-  unsigned first[kMaxSiblings + 1];
-  int n;
-};
-
-template <GgmlType T>
-__global__ void __launch_bounds__(32 * kRowsPerBlock)
-    mmv_int8_siblings(Siblings m, uint64_t row_bytes, int64_t n_in, const int8_t* __restrict__ xq,
-                      const float* __restrict__ xd) {
-  int k = 0;
-  while (k + 1 < m.n && blockIdx.x >= m.first[k + 1]) ++k;
-  mmv_int8_rows<T, 1, false, 1>(int64_t(blockIdx.x - m.first[k]), m.W[k], row_bytes, 0, m.n_out[k], n_in, xq, xd, 1,
-                                m.y[k], 0, nullptr, nullptr, 1);
-}
-
 // V consecutive weights of a row from value i (V > 1: one 16-byte load).
 template <GgmlType T, int V>
 __device__ __forceinline__ void load_w(const uint8_t* row, int64_t i, float* w) {
@@ -214,7 +180,7 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock)
               const float* __restrict__ x, int64_t ldx, int n_tok, int xround, float* __restrict__ y, int64_t ldy,
               const float* __restrict__ bias, const int32_t* __restrict__ ids, int64_t x_div) {
   const int lane = threadIdx.x & 31;
-  if (!ids && blockIdx.y == 0 && threadIdx.x == 0) prefetch_rows(W, row_bytes, n_out, kRowsPerBlock, blockIdx.x);
+  if (!ids && blockIdx.y == 0 && threadIdx.x == 0) prefetch_rows(W, row_bytes, n_out, kRowsPerBlock);
   wait_for_inputs();
   const int64_t o = int64_t(blockIdx.x) * kRowsPerBlock + (threadIdx.x >> 5);
   if (o >= n_out) return;
@@ -626,42 +592,6 @@ void MatmulOp::run_int8(const int8_t* xq, const float* xd, int64_t rows, float* 
     }
   });
   check_launch("cuda matmul (int8)", queue);
-}
-
-bool MatmulOp::sibling(const MatmulOp& other) const {
-  return int8_path() && other.int8_path() && type_ == other.type_ && n_in_ == other.n_in_;
-}
-
-void MatmulOp::run_siblings(const MatmulOp* ops, int n, const float* x, int64_t ldx, int64_t rows, float* const* y,
-                            void* scratch, void* queue, const RoundedRows* pre) {
-  if (rows <= 0) return;
-  bool one = rows == 1 && n >= 2 && n <= kMaxSiblings;
-  Siblings m{};
-  m.n = n;
-  int64_t blocks = 0;
-  for (int k = 0; k < n && one; ++k) {
-    one = ops[0].sibling(ops[k]);
-    m.W[k] = ops[k].w_;
-    m.n_out[k] = ops[k].n_out_;
-    m.y[k] = y[k];
-    m.first[k] = unsigned(blocks);
-    blocks += ceil_div(ops[k].n_out_, kRowsPerBlock);
-  }
-  // Past a wave of blocks each product goes alone, with two rows a warp.
-  if (!one || blocks > kTwoRowBlocks) {
-    for (int k = 0; k < n; ++k)
-      ops[k].run(x, ldx, rows, y[k], ops[k].n_out_, nullptr, scratch, queue, Path::Auto, pre);
-    return;
-  }
-  m.first[n] = unsigned(blocks);
-  const MatmulOp& op = ops[0];
-  const RoundedRows r = op.round_x(x, ldx, 1, scratch, queue, pre);
-  with_quant_type(op.type_, [&](auto tc) {
-    constexpr GgmlType T = decltype(tc)::value;
-    launch(mmv_int8_siblings<T>, dim3(unsigned(blocks)), dim3(32 * kRowsPerBlock), 0, static_cast<cudaStream_t>(queue),
-           m, op.row_bytes_, op.n_in_, r.q, r.d);
-  });
-  check_launch("cuda matmuls (int8, one launch)", queue);
 }
 
 void MatmulOp::run_experts_glu(const MatmulOp& up, const float* x, int64_t ldx, int64_t n_x_rows, const int32_t* ids,

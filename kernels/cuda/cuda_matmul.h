@@ -25,7 +25,6 @@
 #include <string>
 #include <string_view>
 
-#include "kernels/cuda/cuda_matmuls.h"
 #include "kernels/cuda/cuda_rounded_rows.h"
 #include "kernels/kernel.h"
 
@@ -95,17 +94,6 @@ class MatmulOp {
   // launches, not five. Only where glu_pair(up) and rows <= kVectorRows.
   void run_glu(const MatmulOp& up, const float* x, int64_t ldx, int64_t rows, float* y, int64_t ldy, void* scratch,
                void* queue, const RoundedRows* pre = nullptr) const;
-
-  // Whether run_siblings() can take `other` in this op's launch: both on the
-  // int8 path, one weight type and one row length.
-  bool sibling(const MatmulOp& other) const;
-  // Several products of one input (cuda.matmuls): y[k] [rows][ops[k].n_out()]
-  // = x ops[k]^T, k < n (<= kMaxSiblings). At one row, every op ops[0]'s
-  // sibling and up to a wave of blocks, one rounding of x (or pre) and one
-  // launch whose blocks each run one op's rows, the bits of each op's run();
-  // else each op's run(). scratch: the largest op's.
-  static void run_siblings(const MatmulOp* ops, int n, const float* x, int64_t ldx, int64_t rows, float* const* y,
-                           void* scratch, void* queue, const RoundedRows* pre = nullptr);
 
   // "int8-dp4a", "float", "wmma-fp16", for Kernel::impl().
   std::string_view impl(int64_t rows) const;

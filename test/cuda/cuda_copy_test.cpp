@@ -6,7 +6,7 @@
 #include <chrono>
 #include <thread>
 
-#include "test/cuda/cuda_compare.h"
+#include "test/cuda/cuda_test_util.h"
 
 namespace kt::test {
 namespace {

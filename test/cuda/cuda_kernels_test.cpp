@@ -276,83 +276,6 @@ TEST(CudaKernels, MatmulGluMatchesItsThreeCalls) {
   }
 }
 
-// cuda.matmuls (kt-fuse-calls' products of one input) against the separate
-// cuda.matmul calls it replaces: the same bits on the GPU (plans with and
-// without the pass agree), within the matmul tolerance of the CPU reference.
-// One row takes the one-launch path (each block one matrix's rows, from one
-// rounding or the norm's rounded rows); several rows, or more than a wave of
-// blocks, run each product alone.
-TEST(CudaKernels, MatmulsMatchTheirSeparateCalls) {
-  KT_REQUIRE_GPU();
-  SplitMix64 rng(10);
-  struct Group {
-    GgmlType type;
-    int64_t n_in;
-    std::vector<int64_t> n_out;
-    bool rounded;  // x also comes rounded (add_rms_norm's third output)
-  };
-  uint64_t seed = 1000;
-  for (const Group& g : {Group{GgmlType::Q4_K, 512, {300, 77, 64}, false},
-                         Group{GgmlType::Q4_K, 512, {300, 77}, true},
-                         Group{GgmlType::Q8_0, 96, {37, 40, 5, 64}, false},
-                         Group{GgmlType::Q6_K, 256, {4099, 64}, false},  // past a wave: each alone
-                         Group{GgmlType::Q5_0, 64, {33, 31}, true}}) {
-    for (int64_t rows : {1, 3}) {
-      const std::string what = std::string(type_name(g.type)) + " x " + std::to_string(g.n_out.size()) + " products, " +
-                               std::to_string(rows) + " rows" + (g.rounded ? ", rounded rows given" : "");
-      std::vector<Weight> ws;
-      for (int64_t n : g.n_out) ws.push_back(Weight::random("w", g.type, g.n_in, n, 1, ++seed));
-      Buf x = Buf::f32(g.n_in, rows, random_floats(size_t(g.n_in * rows), rng, -2, 2), 8);
-      Buf xq;
-      if (g.rounded) {  // the norm's two outputs: its rows, and them rounded
-        Call norm = add_rms_norm_call(g.n_in, rows, rng);
-        const int act = g.type == GgmlType::Q5_0 ? 32 : 256;
-        norm.out.push_back(Buf::i32(cuda::rounded_rows_cols(g.n_in, act), rows));
-        norm.param("round_act", act);
-        const Outcome nr = run_gpu(norm);
-        ASSERT_TRUE(nr.error.empty()) << what << ": " << nr.error;
-        x = nr.out[1];
-        xq = nr.out[2];
-      }
-      Call all;
-      all.op = "matmuls";
-      all.in.push_back(x);
-      if (g.rounded) all.in.push_back(xq);
-      for (size_t k = 0; k < ws.size(); ++k) {
-        all.weights.push_back(ws[k]);
-        all.out.push_back(Buf::f32(g.n_out[k], rows, {}, 8));
-      }
-      const Outcome got = run_gpu(all);
-      ASSERT_TRUE(got.error.empty()) << what << ": " << got.error;
-      for (size_t k = 0; k < ws.size(); ++k) {
-        Call one;
-        one.op = "matmul";
-        one.in.push_back(x);
-        one.weights.push_back(ws[k]);
-        one.out.push_back(Buf::f32(g.n_out[k], rows, {}, 8));
-        const Outcome gpu = run_gpu(one), cpu = run_cpu(one);
-        ASSERT_TRUE(gpu.error.empty() && cpu.error.empty()) << what << ": " << gpu.error << cpu.error;
-        const auto a = got.out[k].floats(), b = gpu.out[0].floats();
-        ASSERT_TRUE(all_finite(a)) << what << ", product " << k << ": unwritten (NaN) or non-finite values";
-        EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0)
-            << what << ", product " << k << ": not the separate call's bits, max abs " << max_abs(a, b);
-        const double e = rel_l2(a, cpu.out[0].floats());
-        note("matmuls (ggml)", e);
-        EXPECT_LE(e, matmul_tol(g.type, Rounding::GgmlCpu, rows)) << what << ", product " << k;
-      }
-    }
-  }
-  // An output whose width is not its weight's rows is refused at bind.
-  Call c;
-  c.op = "matmuls";
-  c.in.push_back(Buf::f32(256, 1, random_floats(256, rng)));
-  c.weights = {Weight::random("a", GgmlType::Q4_K, 256, 32, 1, 1098),
-               Weight::random("b", GgmlType::Q4_K, 256, 16, 1, 1099)};
-  c.out = {Buf::f32(32, 1), Buf::f32(32, 1)};
-  const Outcome bad = run_gpu(c);
-  EXPECT_FALSE(bad.error.empty());
-}
-
 // add_rms_norm's rounded output (kt-fuse-calls: the norm rounds its rows where
 // it writes them) read by cuda.matmul and cuda.matmul_glu: the same bits as the
 // products rounding the rows themselves, for Q8_K and Q8_0 blocks; a buffer of
@@ -501,7 +424,7 @@ TEST(CudaKernels, MlaCacheStore) {
 
 TEST(CudaKernels, EveryKernelTheLoweringEmitsIsRegistered) {
   for (const char* n : {"embed", "rms_norm", "add", "silu_mul", "sigmoid_gate_add", "select_rows", "matmul",
-                        "matmul_glu", "matmuls", "rope",
+                        "matmul_glu", "rope",
                         "kv_store", "attention", "mla_cache_store", "mla_attention", "mla_attention_absorbed",
                         "moe_gate", "moe_experts", "upload", "download", "peer_copy"})
     EXPECT_NE(kern::find_kernel(std::string("cuda.") + n), nullptr) << n;

@@ -218,6 +218,94 @@ TEST(CudaKernels, MoeExpertsTakeTheNormsRoundedRows) {
   }
 }
 
+// cuda.moe_ffn (kt-fuse-calls: the shared experts beside the routed ones)
+// against the three calls it replaces (matmul_glu and matmul of the shared
+// experts, moe_experts): the same bits in both outputs. One row runs the
+// shared experts on a second queue, forked and joined with events: run once,
+// and recorded as a step is (the fork and join in the graph, launched twice);
+// five rows run them first on the call's queue. With the norm's rounded rows
+// and without; shared experts of float weights take their three kernels.
+TEST(CudaKernels, MoeFfnMatchesItsThreeCalls) {
+  KT_REQUIRE_GPU();
+  SplitMix64 rng(28);
+  const int64_t n_embd = 512, n_ff = 256, n_shared = 512, ne = 8, nu = 3;
+  uint64_t seed = 900;
+  for (const GgmlType shared_type : {GgmlType::Q4_K, GgmlType::F16}) {
+    for (int64_t rows : {1, 5}) {
+      for (const bool rounded : {false, true}) {
+        for (const bool recorded : {false, true}) {
+          if (recorded && rows > 1) continue;
+          const std::string what = std::string("shared ") + std::string(type_name(shared_type)) + " x " +
+                                   std::to_string(rows) + (rounded ? ", rounded rows" : "") +
+                                   (recorded ? ", recorded" : "");
+          Call norm;
+          norm.op = "add_rms_norm";
+          norm.in.push_back(Buf::f32(n_embd, rows, random_floats(size_t(n_embd * rows), rng, -3, 3)));
+          norm.in.push_back(Buf::f32(n_embd, rows, random_floats(size_t(n_embd * rows), rng, -1, 1)));
+          norm.out = {Buf::f32(n_embd, rows), Buf::f32(n_embd, rows),
+                      Buf::i32(cuda::rounded_rows_cols(n_embd, 256), rows)};
+          norm.weights.push_back(Weight::f32("norm", random_floats(size_t(n_embd), rng, 0.5f, 1.5f), n_embd));
+          norm.paramf("eps", 1e-6);
+          norm.param("round_act", 256);
+          const Outcome nr = run_gpu(norm);
+          ASSERT_TRUE(nr.error.empty()) << what << ": " << nr.error;
+          std::vector<int32_t> ids;
+          std::vector<float> w;
+          for (int64_t t = 0; t < rows; ++t)
+            for (int64_t k = 0; k < nu; ++k) {
+              ids.push_back(int32_t((t * 5 + k * 3 + 1) % ne));
+              w.push_back(0.2f + 0.5f * rng.uniform());
+            }
+          const Weight g = Weight::random("gate_exps", GgmlType::Q4_K, n_embd, n_ff, ne, ++seed);
+          const Weight u = Weight::random("up_exps", GgmlType::Q4_K, n_embd, n_ff, ne, ++seed);
+          const Weight d = Weight::random("down_exps", GgmlType::Q6_K, n_ff, n_embd, ne, ++seed);
+          const Weight sg = Weight::random("gate_shexp", shared_type, n_embd, n_shared, 1, ++seed);
+          const Weight su = Weight::random("up_shexp", shared_type, n_embd, n_shared, 1, ++seed);
+          const Weight sd = Weight::random("down_shexp", GgmlType::Q6_K, n_shared, n_embd, 1, ++seed);
+          std::vector<Buf> in = {nr.out[1], Buf::i32(nu, rows, ids), Buf::f32(nu, rows, w)};
+          if (rounded) in.push_back(nr.out[2]);
+          // The three calls.
+          Call glu;
+          glu.op = "matmul_glu";
+          glu.in = {nr.out[1]};
+          if (rounded) glu.in.push_back(nr.out[2]);
+          glu.weights = {sg, su};
+          glu.out.push_back(Buf::f32(n_shared, rows));
+          const Outcome ga = run_gpu(glu);
+          ASSERT_TRUE(ga.error.empty()) << what << ": " << ga.error;
+          Call down;
+          down.op = "matmul";
+          down.in = {ga.out[0]};
+          down.weights = {sd};
+          down.out.push_back(Buf::f32(n_embd, rows));
+          Call experts;
+          experts.op = "moe_experts";
+          experts.in = in;
+          experts.weights = {g, u, d};
+          experts.out.push_back(Buf::f32(n_embd, rows));
+          const Outcome want_s = run_gpu(down), want_e = run_gpu(experts);
+          ASSERT_TRUE(want_s.error.empty() && want_e.error.empty()) << what << ": " << want_s.error << want_e.error;
+          // The one call.
+          Call ffn;
+          ffn.op = "moe_ffn";
+          ffn.in = in;
+          ffn.weights = {g, u, d, sg, su, sd};
+          ffn.out = {Buf::f32(n_embd, rows), Buf::f32(n_embd, rows)};
+          const Outcome got = run_gpu(ffn, nullptr, recorded);
+          ASSERT_TRUE(got.error.empty()) << what << ": " << got.error;
+          const auto e0 = got.out[0].floats(), e1 = want_e.out[0].floats();
+          const auto s0 = got.out[1].floats(), s1 = want_s.out[0].floats();
+          ASSERT_TRUE(all_finite(e0) && all_finite(s0)) << what << ": unwritten (NaN) or non-finite values";
+          EXPECT_EQ(std::memcmp(e0.data(), e1.data(), e0.size() * 4), 0) << what << ": routed, max abs "
+                                                                          << max_abs(e0, e1);
+          EXPECT_EQ(std::memcmp(s0.data(), s1.data(), s0.size() * 4), 0) << what << ": shared, max abs "
+                                                                          << max_abs(s0, s1);
+        }
+      }
+    }
+  }
+}
+
 // Hot experts placed on the GPU (kt-place-experts): the call holds a subset of
 // the slices and expert_slots maps the router's ids to them (-1: held by the
 // CPU). The GPU must skip the others exactly as the reference does; the result

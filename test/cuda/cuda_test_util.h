@@ -308,7 +308,10 @@ struct DevMem {
   }
 };
 
-inline Outcome run_gpu(const Call& c, cudaStream_t stream = nullptr) {
+// recorded: the call's work recorded on a queue of its own (as the executor
+// records a step: cuda graphs, thread-local capture) and the recording
+// launched twice, rather than run once on `stream`.
+inline Outcome run_gpu(const Call& c, cudaStream_t stream = nullptr, bool recorded = false) {
   Outcome o;
   const std::string name = "cuda." + c.op;
   const kern::KernelEntry* e = kern::find_kernel(name);
@@ -344,7 +347,29 @@ inline Outcome run_gpu(const Call& c, cudaStream_t stream = nullptr) {
   a.routing = c.hook;
   a.layer = 0;
   a.queue = stream;
-  k->run(a);
+  if (recorded) {
+    cudaStream_t s = nullptr;
+    cudaGraph_t g = nullptr;
+    cudaGraphExec_t ge = nullptr;
+    cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    if (e == cudaSuccess) e = cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
+    a.queue = s;
+    if (e == cudaSuccess) k->run(a);
+    if (e == cudaSuccess) e = cudaStreamEndCapture(s, &g);
+    if (e == cudaSuccess) e = cudaGraphInstantiate(&ge, g, 0);
+    for (int i = 0; i < 2 && e == cudaSuccess; ++i) e = cudaGraphLaunch(ge, s);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+    if (ge) cudaGraphExecDestroy(ge);
+    if (g) cudaGraphDestroy(g);
+    if (s) cudaStreamDestroy(s);
+    if (e != cudaSuccess) {
+      o.error = std::string("recording the call: ") + cudaGetErrorString(e);
+      cudaGetLastError();
+      return o;
+    }
+  } else {
+    k->run(a);
+  }
   if (cudaStreamSynchronize(stream) != cudaSuccess) {
     o.error = std::string("cuda error after the run: ") + cudaGetErrorString(cudaGetLastError());
     return o;
