@@ -53,19 +53,6 @@ TEST(CudaKernels, RmsNormRowsAndGroups) {
   }
 }
 
-// add_rms_norm over random rows: a residual, a smaller addend, a weight near 1.
-Call add_rms_norm_call(int64_t cols, int64_t rows, SplitMix64& rng) {
-  Call c;
-  c.op = "add_rms_norm";
-  c.in.push_back(Buf::f32(cols, rows, random_floats(size_t(cols * rows), rng, -3, 3)));
-  c.in.push_back(Buf::f32(cols, rows, random_floats(size_t(cols * rows), rng, -1, 1)));
-  c.out.push_back(Buf::f32(cols, rows));
-  c.out.push_back(Buf::f32(cols, rows));
-  c.weights.push_back(Weight::f32("norm", random_floats(size_t(cols), rng, 0.5f, 1.5f), cols));
-  c.paramf("eps", 1e-6);
-  return c;
-}
-
 // The residual sum and the norm after it in one call (kt-fuse-calls): both
 // outputs against the CPU's add then rms_norm.
 TEST(CudaKernels, AddRmsNorm) {

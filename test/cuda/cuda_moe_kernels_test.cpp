@@ -156,6 +156,22 @@ TEST(CudaKernels, MoeExpertsOnTheGpu) {
   }
 }
 
+// Each of `rows` tokens' n_used choices of n_expert experts (distinct where 5
+// is prime to n_expert and n_used <= n_expert), with weights in [0.2, 0.7).
+struct Routing {
+  std::vector<int32_t> ids;
+  std::vector<float> weights;
+};
+Routing routing(int64_t rows, int64_t n_used, int64_t n_expert, SplitMix64& rng) {
+  Routing r;
+  for (int64_t t = 0; t < rows; ++t)
+    for (int64_t k = 0; k < n_used; ++k) {
+      r.ids.push_back(int32_t((t * 3 + k * 5 + 1) % n_expert));
+      r.weights.push_back(0.2f + 0.5f * rng.uniform());
+    }
+  return r;
+}
+
 // x's rows already rounded by the norm that wrote them (kt-fuse-calls: a
 // fourth input): the same bits as the experts rounding x themselves, for the
 // gate and up of one rounding (Q4_K: Q8_K blocks; Q8_0: Q8_0 blocks); a
@@ -171,23 +187,12 @@ TEST(CudaKernels, MoeExpertsTakeTheNormsRoundedRows) {
       const std::string what = std::string(type_name(type)) + " reading blocks of " + std::to_string(act) + " x " +
                                std::to_string(rows);
       // The norm's outputs: its rows, and them rounded.
-      Call norm;
-      norm.op = "add_rms_norm";
-      norm.in.push_back(Buf::f32(n_embd, rows, random_floats(size_t(n_embd * rows), rng, -3, 3)));
-      norm.in.push_back(Buf::f32(n_embd, rows, random_floats(size_t(n_embd * rows), rng, -1, 1)));
-      norm.out = {Buf::f32(n_embd, rows), Buf::f32(n_embd, rows), Buf::i32(cuda::rounded_rows_cols(n_embd, act), rows)};
-      norm.weights.push_back(Weight::f32("norm", random_floats(size_t(n_embd), rng, 0.5f, 1.5f), n_embd));
-      norm.paramf("eps", 1e-6);
-      norm.param("round_act", act);
+      Call norm = add_rms_norm_call(n_embd, rows, rng, act);
       const Outcome nr = run_gpu(norm);
       ASSERT_TRUE(nr.error.empty()) << what << ": " << nr.error;
-      std::vector<int32_t> ids;
-      std::vector<float> w;
-      for (int64_t t = 0; t < rows; ++t)
-        for (int64_t k = 0; k < nu; ++k) {
-          ids.push_back(int32_t((t * 3 + k * 5 + 2) % ne));
-          w.push_back(0.2f + 0.5f * rng.uniform());
-        }
+      const Routing r = routing(rows, nu, ne, rng);
+      const std::vector<int32_t>& ids = r.ids;
+      const std::vector<float>& w = r.weights;
       const Weight g = Weight::random("gate_exps", type, n_embd, n_ff, ne, ++seed);
       const Weight u = Weight::random("up_exps", type, n_embd, n_ff, ne, ++seed);
       const Weight d = Weight::random("down_exps", GgmlType::Q6_K, n_ff, n_embd, ne, ++seed);
@@ -238,24 +243,11 @@ TEST(CudaKernels, MoeFfnMatchesItsThreeCalls) {
           const std::string what = std::string("shared ") + std::string(type_name(shared_type)) + " x " +
                                    std::to_string(rows) + (rounded ? ", rounded rows" : "") +
                                    (recorded ? ", recorded" : "");
-          Call norm;
-          norm.op = "add_rms_norm";
-          norm.in.push_back(Buf::f32(n_embd, rows, random_floats(size_t(n_embd * rows), rng, -3, 3)));
-          norm.in.push_back(Buf::f32(n_embd, rows, random_floats(size_t(n_embd * rows), rng, -1, 1)));
-          norm.out = {Buf::f32(n_embd, rows), Buf::f32(n_embd, rows),
-                      Buf::i32(cuda::rounded_rows_cols(n_embd, 256), rows)};
-          norm.weights.push_back(Weight::f32("norm", random_floats(size_t(n_embd), rng, 0.5f, 1.5f), n_embd));
-          norm.paramf("eps", 1e-6);
-          norm.param("round_act", 256);
-          const Outcome nr = run_gpu(norm);
+          const Outcome nr = run_gpu(add_rms_norm_call(n_embd, rows, rng, 256));
           ASSERT_TRUE(nr.error.empty()) << what << ": " << nr.error;
-          std::vector<int32_t> ids;
-          std::vector<float> w;
-          for (int64_t t = 0; t < rows; ++t)
-            for (int64_t k = 0; k < nu; ++k) {
-              ids.push_back(int32_t((t * 5 + k * 3 + 1) % ne));
-              w.push_back(0.2f + 0.5f * rng.uniform());
-            }
+          const Routing r = routing(rows, nu, ne, rng);
+          const std::vector<int32_t>& ids = r.ids;
+          const std::vector<float>& w = r.weights;
           const Weight g = Weight::random("gate_exps", GgmlType::Q4_K, n_embd, n_ff, ne, ++seed);
           const Weight u = Weight::random("up_exps", GgmlType::Q4_K, n_embd, n_ff, ne, ++seed);
           const Weight d = Weight::random("down_exps", GgmlType::Q6_K, n_ff, n_embd, ne, ++seed);

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/cuda_rounded_rows.h"
 #include "kernels/kernel.h"
 #include "kernels/random_blocks.h"
 #include "kernels/registry.h"
@@ -383,6 +384,25 @@ inline Outcome run_gpu(const Call& c, cudaStream_t stream = nullptr, bool record
     cudaMemcpy(o.v.data(), kv.v, o.v.size(), cudaMemcpyDeviceToHost);
   }
   return o;
+}
+
+// add_rms_norm over random rows: a residual, a smaller addend, a weight near 1;
+// round_act (32 or 256): also its rows rounded to 8-bit blocks of that many
+// values (the third output kt-fuse-calls gives a norm its int8 products read).
+inline Call add_rms_norm_call(int64_t cols, int64_t rows, SplitMix64& rng, int round_act = 0) {
+  Call c;
+  c.op = "add_rms_norm";
+  c.in.push_back(Buf::f32(cols, rows, random_floats(size_t(cols * rows), rng, -3, 3)));
+  c.in.push_back(Buf::f32(cols, rows, random_floats(size_t(cols * rows), rng, -1, 1)));
+  c.out.push_back(Buf::f32(cols, rows));
+  c.out.push_back(Buf::f32(cols, rows));
+  c.weights.push_back(Weight::f32("norm", random_floats(size_t(cols), rng, 0.5f, 1.5f), cols));
+  c.paramf("eps", 1e-6);
+  if (round_act) {
+    c.out.push_back(Buf::i32(cuda::rounded_rows_cols(cols, round_act), rows));
+    c.param("round_act", round_act);
+  }
+  return c;
 }
 
 // A cache's bytes as floats.
