@@ -147,6 +147,13 @@ class RoutingHook {
  public:
   virtual ~RoutingHook() = default;
   virtual void on_route(RouteEvent& e) = 0;
+  // Nonzero: this hook only forces every token's experts uniformly at random
+  // (n_used distinct of n_expert, the router's weights kept) and needs to see
+  // nothing, so a GPU router may draw them itself, from this seed, the layer
+  // and the token's slot and position, without calling on_route: the step
+  // then stays on the GPU (recorded, gated) as it does without a hook. The
+  // draws are not those on_route would make; their distribution is.
+  virtual uint64_t device_uniform_seed() const { return 0; }
 };
 
 // ---- binding ------------------------------------------------------------------

@@ -244,7 +244,7 @@ struct Executor::Impl {
   // the points where the GPU must wait for a CPU call (and the CPU for the
   // GPU's copies) as host flags, so no GPU work waits on the host issuing it.
   // gated_device: the one GPU the phase uses when gating can run this step
-  // (every GPU call recordable, no routing hook), else -1.
+  // (every GPU call recordable, no routing hook but one the GPU draws for), else -1.
   int gated_device(BoundPhase& ph, const kern::Step& step);
   Status run_gated(BoundPhase& ph, int device, const kern::Step& step, bool* ran);
   bool gating_off = false;

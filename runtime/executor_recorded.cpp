@@ -168,7 +168,9 @@ int Executor::Impl::gated_device(BoundPhase& ph, const kern::Step& step) {
     const char* v = std::getenv("KT_GATED");  // KT_GATED=0: hybrid decode as before (for comparisons)
     return v && *v == '0';
   }();
-  if (env_off || gating_off || routing) return -1;
+  // A hook that watches or changes routes on the host breaks the step at every
+  // router; one whose draws the GPU makes itself does not.
+  if (env_off || gating_off || (routing && !routing->device_uniform_seed())) return -1;
   int device = -1;
   bool any_cpu = false;
   for (BoundCall& c : ph.calls) {

@@ -73,6 +73,13 @@ class ForcedRouting final : public kern::RoutingHook {
   explicit ForcedRouting(uint64_t seed) : seed_(seed), state_(seed ? seed : 1) {}
   ForcedRouting(RoutingDistribution d, uint64_t seed) : dist_(std::move(d)), seed_(seed), state_(seed ? seed : 1) {}
   void on_route(kern::RouteEvent& e) override;
+  // With allow_device_draws(true), uniform forcing lets a GPU router draw the
+  // experts itself (kern::RoutingHook::device_uniform_seed): what a benchmark
+  // of forced routing wants when nothing else watches the routes.
+  void allow_device_draws(bool on) { device_draws_ = on; }
+  uint64_t device_uniform_seed() const override {
+    return device_draws_ && dist_.kind == RoutingDistribution::Kind::Uniform ? (seed_ ? seed_ : 1) : 0;
+  }
 
   const RoutingDistribution& distribution() const { return dist_; }
   // The probability that a token's n_used choices in this layer include each
@@ -95,6 +102,7 @@ class ForcedRouting final : public kern::RoutingHook {
     std::vector<double> pi;  // empty: uniform
   };
   RoutingDistribution dist_;
+  bool device_draws_ = false;
   uint64_t seed_;   // Zipf's per-layer ranking comes from it, not from the draw order
   uint64_t state_;
   std::map<int, LayerPlan> plans_;

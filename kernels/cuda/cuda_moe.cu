@@ -38,7 +38,20 @@ struct RouteArgs {
   int n_expert, n_used, gating, n_group, topk_group;
   bool norm;
   float scale;
+  // Nonzero: the ids are drawn uniformly at random instead (n_used distinct
+  // experts a token, the routing's weights kept: RoutingHook::
+  // device_uniform_seed), keyed by this, the layer and the token's slot and
+  // position.
+  uint64_t forced_seed = 0;
+  int layer = 0;
 };
+
+__device__ __forceinline__ uint64_t splitmix64(uint64_t& s) {
+  uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
 
 // (value, index): larger value first, then lower index (a stable descending sort).
 __device__ __forceinline__ bool better(float v, int i, float v2, int i2) { return v > v2 || (v == v2 && i < i2); }
@@ -60,9 +73,11 @@ __device__ __forceinline__ void warp_argmax(float& v, int& i) {
 template <int EPL>
 __global__ void __launch_bounds__(128) route_kernel(const float* __restrict__ logits, int64_t n_tok, RouteArgs r,
                                                     const float* __restrict__ bias, int32_t* __restrict__ ids,
-                                                    float* __restrict__ weights) {
+                                                    float* __restrict__ weights, const int32_t* __restrict__ pos,
+                                                    const int32_t* __restrict__ slot) {
   wait_for_inputs();
   __shared__ float sel_s[4][EPL * 32];
+  __shared__ int perm_s[4][EPL * 32];
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
   const int64_t t = int64_t(blockIdx.x) * 4 + w;
   if (t >= n_tok) return;
@@ -163,6 +178,25 @@ __global__ void __launch_bounds__(128) route_kernel(const float* __restrict__ lo
     if (lane == u) my_w = p, my_i = i;
     sum += double(p);
   }
+  if (r.forced_seed) {
+    // Forced: the first n_used of a random permutation (lane 0 draws, a
+    // partial Fisher-Yates shuffle), each in the place of a routed choice.
+    int* perm = perm_s[w];
+    for (int e = lane; e < r.n_expert; e += 32) perm[e] = e;
+    __syncwarp();
+    if (lane == 0) {
+      uint64_t s = r.forced_seed ^ (uint64_t(uint32_t(r.layer)) << 48) ^ (uint64_t(uint32_t(slot[t])) << 32) ^
+                   uint64_t(uint32_t(pos[t]));
+      for (int u = 0; u < r.n_used; ++u) {
+        const int j = u + int((splitmix64(s) >> 32) % uint64_t(r.n_expert - u));
+        const int v = perm[u];
+        perm[u] = perm[j];
+        perm[j] = v;
+      }
+    }
+    __syncwarp();
+    if (lane < r.n_used) my_i = perm[lane];
+  }
   if (lane >= r.n_used) return;
   if (r.norm) sum = fmax(sum, 6.103515625e-5);
   float v = my_w;
@@ -195,8 +229,10 @@ namespace ref = cpu::ref;
 
 class CudaMoeGate final : public Kernel {
  public:
-  // A routing hook routes on the host, waiting for the logits: not recorded.
-  bool capturable(const CallArgs& a) const override { return a.routing == nullptr; }
+  // A routing hook routes on the host, waiting for the logits: not recorded;
+  // unless the GPU draws for it (forced uniform routing), keyed by its seed.
+  bool capturable(const CallArgs& a) const override { return !host_routes(a); }
+  uint64_t graph_key(const CallArgs& a) const override { return a.routing ? a.routing->device_uniform_seed() : 0; }
   CudaMoeGate(int device, cuda::MatmulOp op, cuda::RouteArgs r, ref::MoeRouting host_r, bool bias)
       : device_(device), op_(op), r_(r), host_r_(host_r), bias_(bias) {}
 
@@ -210,18 +246,27 @@ class CudaMoeGate final : public Kernel {
     void* scratch = logits + (n_logit_floats() + 63) / 64 * 64;
     op_.run(x.f32(), x.cols, n, logits, ne, nullptr, scratch, a.queue);
     const float* bias = bias_ ? a.weights[1].f32() : nullptr;
-    if (!a.routing) {
+    if (!host_routes(a)) {
+      cuda::RouteArgs r = r_;
+      cuda::DeviceStep st;
+      if (a.routing) {
+        r.forced_seed = a.routing->device_uniform_seed();
+        r.layer = a.layer;
+        st = cuda::upload_step(*a.step, a.queue);
+      }
       const unsigned blocks = unsigned(cuda::ceil_div(n, 4));
       const int epl = int(cuda::ceil_div(ne, 32));
+      int32_t* id = ids.i32();
+      float* wt = w.f32();
       if (epl <= 2)
-        cuda::launch(cuda::route_kernel<2>, blocks, 128, 0, s, logits, n, r_, bias, ids.i32(), w.f32());
+        cuda::launch(cuda::route_kernel<2>, blocks, 128, 0, s, logits, n, r, bias, id, wt, st.pos, st.slot);
       else if (epl <= 4)
-        cuda::launch(cuda::route_kernel<4>, blocks, 128, 0, s, logits, n, r_, bias, ids.i32(), w.f32());
+        cuda::launch(cuda::route_kernel<4>, blocks, 128, 0, s, logits, n, r, bias, id, wt, st.pos, st.slot);
       else if (epl <= 8)
-        cuda::launch(cuda::route_kernel<8>, blocks, 128, 0, s, logits, n, r_, bias, ids.i32(), w.f32());
+        cuda::launch(cuda::route_kernel<8>, blocks, 128, 0, s, logits, n, r, bias, id, wt, st.pos, st.slot);
       else
-        cuda::launch(cuda::route_kernel<cuda::kMaxExpertsPerLane>, blocks, 128, 0, s, logits, n, r_, bias, ids.i32(),
-                     w.f32());
+        cuda::launch(cuda::route_kernel<cuda::kMaxExpertsPerLane>, blocks, 128, 0, s, logits, n, r, bias, id, wt,
+                     st.pos, st.slot);
       cuda::check_launch("cuda.moe_gate", a.queue);
       return;
     }
@@ -262,6 +307,8 @@ class CudaMoeGate final : public Kernel {
   int64_t n_logit_floats() const { return max_rows * r_.n_expert; }
 
  private:
+  static bool host_routes(const CallArgs& a) { return a.routing && !a.routing->device_uniform_seed(); }
+
   int device_;
   cuda::MatmulOp op_;
   cuda::RouteArgs r_;

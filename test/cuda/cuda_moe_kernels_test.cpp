@@ -110,6 +110,68 @@ TEST(CudaKernels, MoeGateRoutingHookPath) {
   for (size_t t = 0; t < 5; ++t) EXPECT_NEAR(h2.margins[t], h1.margins[t], 1e-5);
 }
 
+// A hook whose forced uniform routing the GPU draws itself
+// (RoutingHook::device_uniform_seed): on_route is never called, each token's
+// n_used ids are distinct experts, the weights are the router's own, the
+// draws follow the token's position (new ones every decode step), repeat for
+// the same step, the call stays recordable, and over many tokens every expert
+// is drawn about equally often.
+struct DeviceUniform final : kern::RoutingHook {
+  uint64_t seed = 0;
+  int calls = 0;
+  void on_route(kern::RouteEvent&) override { ++calls; }
+  uint64_t device_uniform_seed() const override { return seed; }
+};
+
+TEST(CudaKernels, MoeGateForcedUniformDrawnOnTheGpu) {
+  KT_REQUIRE_GPU();
+  SplitMix64 rng(29);
+  for (const GateCase& g : {GateCase{2048, 64, 6, 1, false, 1, 1, false, 0.0, GgmlType::F32},
+                            GateCase{1024, 256, 8, 2, true, 8, 4, true, 2.5, GgmlType::F32}}) {
+    const int64_t rows = 1024;
+    Call c = gate_call(g, rows, rng, 310);
+    const Outcome own = run_gpu(c);
+    DeviceUniform h;
+    h.seed = 77;
+    c.hook = &h;
+    const Outcome a = run_gpu(c), again = run_gpu(c), recorded = run_gpu(c, nullptr, true);
+    ASSERT_TRUE(own.error.empty() && a.error.empty() && again.error.empty() && recorded.error.empty())
+        << own.error << a.error << again.error << recorded.error;
+    EXPECT_EQ(h.calls, 0) << "the host hook was called";
+    EXPECT_EQ(a.out[0].ints(), again.out[0].ints());
+    EXPECT_EQ(a.out[0].ints(), recorded.out[0].ints());
+    EXPECT_EQ(a.out[1].floats(), own.out[1].floats()) << "the router's weights, not the draws', are kept";
+    const auto ids = a.out[0].ints(), own_ids = own.out[0].ints();
+    EXPECT_NE(ids, own_ids) << "no draw happened";
+    std::vector<int> count(size_t(g.n_expert), 0);
+    for (int64_t t = 0; t < rows; ++t) {
+      std::vector<int32_t> mine(ids.begin() + t * g.n_used, ids.begin() + (t + 1) * g.n_used);
+      for (int32_t e : mine) {
+        ASSERT_TRUE(e >= 0 && e < g.n_expert) << e;
+        ++count[size_t(e)];
+      }
+      std::sort(mine.begin(), mine.end());
+      EXPECT_EQ(std::adjacent_find(mine.begin(), mine.end()), mine.end()) << "token " << t << ": an expert twice";
+    }
+    const double expect = double(rows * g.n_used) / double(g.n_expert);
+    for (int64_t e = 0; e < g.n_expert; ++e)
+      EXPECT_NEAR(count[size_t(e)], expect, 0.6 * expect + 8) << "expert " << e << " of " << g.n_expert;
+    // Other positions (a later decode step), and another seed: other draws.
+    Call later = gate_call(g, rows, rng, 310);
+    later.in = c.in;
+    later.step = StepData();
+    later.step.add_run(0, 5000, int32_t(rows));
+    later.hook = &h;
+    const Outcome b = run_gpu(later);
+    ASSERT_TRUE(b.error.empty()) << b.error;
+    EXPECT_NE(b.out[0].ints(), ids);
+    h.seed = 78;
+    const Outcome d = run_gpu(c);
+    ASSERT_TRUE(d.error.empty()) << d.error;
+    EXPECT_NE(d.out[0].ints(), ids);
+  }
+}
+
 TEST(CudaKernels, MoeExpertsOnTheGpu) {
   KT_REQUIRE_GPU();
   SplitMix64 rng(16);

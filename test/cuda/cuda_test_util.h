@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/cuda_context.h"
 #include "kernels/cuda/cuda_rounded_rows.h"
 #include "kernels/kernel.h"
 #include "kernels/random_blocks.h"
@@ -353,6 +354,12 @@ inline Outcome run_gpu(const Call& c, cudaStream_t stream = nullptr, bool record
     cudaGraph_t g = nullptr;
     cudaGraphExec_t ge = nullptr;
     cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    // The step's indices on the device first, as the executor's prepare_step
+    // does before it records (their first copy to a queue allocates).
+    if (e == cudaSuccess) {
+      cuda::upload_step(st, s);
+      e = cudaStreamSynchronize(s);
+    }
     if (e == cudaSuccess) e = cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
     a.queue = s;
     if (e == cudaSuccess) k->run(a);

@@ -455,6 +455,24 @@ TEST(ForcedRouting, UniformDrawsAreDistinctAndEven) {
   for (double x : freq) EXPECT_NEAR(x, 0.25, 0.01);
 }
 
+// Only uniform forcing, and only where the caller allows it (nothing else
+// watching the routes), lets a GPU router draw the experts itself.
+TEST(ForcedRouting, DeviceDrawsOnlyForUniformWhenAllowed) {
+  ForcedRouting uniform(*parse_routing_distribution("uniform"), 9);
+  EXPECT_EQ(uniform.device_uniform_seed(), 0u);
+  uniform.allow_device_draws(true);
+  EXPECT_EQ(uniform.device_uniform_seed(), 9u);
+  ForcedRouting unseeded(*parse_routing_distribution("uniform"), 0);
+  unseeded.allow_device_draws(true);
+  EXPECT_NE(unseeded.device_uniform_seed(), 0u);  // 0 would mean "no device draws"
+  ForcedRouting zipf(*parse_routing_distribution("zipf:1.0"), 9);
+  zipf.allow_device_draws(true);
+  EXPECT_EQ(zipf.device_uniform_seed(), 0u);
+  RoutingChain chain;
+  chain.add(&uniform);
+  EXPECT_EQ(chain.device_uniform_seed(), 0u);  // a chain may hold hooks that watch
+}
+
 TEST(ForcedRouting, BadSpecsAreOneLine) {
   for (const char* spec : {"zipf:", "zipf:x", "zipf:-1", "zipf:17", "zipf:nan", "normal", "profile:", "profile:/nonexistent.json"}) {
     auto d = parse_routing_distribution(spec);

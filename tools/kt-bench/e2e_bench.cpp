@@ -10,7 +10,10 @@
 // which defeats the L3 cache random weights would otherwise enjoy
 // (../shared/PEERS.md, "Routing and caches"): uniformly by default, or with the
 // skew of real models (--routing zipf:S, profile:FILE) that hot-expert
-// placement is measured under.
+// placement is measured under. Counting routes costs a GPU router a round trip
+// to the host every layer, so the rows "own, no hooks" (the model's routing)
+// and "uniform, no hook" (forced uniformly, the GPU drawing the experts) run
+// without it, at the speed a user gets, with the bytes the counted run found.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -112,8 +115,10 @@ struct RunResult {
 };
 
 // forced_by: the distribution routing is forced to, or null for the model's own.
-// hooks = false: no routing hook at all (no bytes counted): a GPU router then
-// stays on the GPU instead of handing its logits to the host each layer.
+// hooks = false: no hook counting routes (no bytes counted): a GPU router then
+// stays on the GPU instead of handing its logits to the host each layer; with
+// forced_by uniform, the GPU draws the forced experts itself
+// (RoutingHook::device_uniform_seed).
 RunResult run_once(Executor& ex, const Bytes& bytes, int64_t n_prompt, int64_t n_gen,
                    const RoutingDistribution* forced_by, uint64_t seed, bool hooks = true) {
   CpuExpertsPerStep stats(bytes.gpu_held);
@@ -121,7 +126,13 @@ RunResult run_once(Executor& ex, const Bytes& bytes, int64_t n_prompt, int64_t n
   RoutingChain chain;
   if (forced_by) chain.add(&forced);
   chain.add(&stats);
-  ex.set_routing_hook(hooks ? &chain : nullptr);
+  forced.allow_device_draws(!hooks);
+  kern::RoutingHook* hook = nullptr;
+  if (hooks)
+    hook = &chain;
+  else if (forced_by)
+    hook = &forced;
+  ex.set_routing_hook(hook);
   // A prompt of random ids (any valid token: speed does not depend on text).
   std::vector<int32_t> prompt(static_cast<size_t>(n_prompt));
   uint64_t s = seed;
@@ -285,6 +296,22 @@ int run_e2e_bench(int argc, char** argv) {
     } else {
       std::printf("%-16s %12.1f %12.2f %14s %14s %10s %10s\n", "own, no hooks", r.prefill_tps, r.decode_tps, "-", "-",
                   "-", "-");
+    }
+    if (uniform && bytes.gpu_held.empty() && own_bytes_per_token > 0) {
+      // Routing forced uniformly with nothing counting it: on a GPU router the
+      // GPU draws the experts (no host round trip a layer), so this is decode
+      // at the DRAM limit's own terms (PEERS.md: the cache cannot help), at
+      // the speed a user gets.
+      (void)run_once(**ex, bytes, std::min<int64_t>(n_prompt, 16), 2, &*dist, 1, false);
+      const RunResult u = run_once(**ex, bytes, n_prompt, n_gen, &*dist, 42, false);
+      const double gbps = own_bytes_per_token * u.decode_tps / 1e9;
+      std::printf("%-16s %12.1f %12.2f %14s %14.1f %10.1f %9.0f%%\n", "uniform, no hook", u.prefill_tps, u.decode_tps,
+                  "-", own_bytes_per_token / 1e6, gbps, 100.0 * gbps / triad.gbps);
+      j["uniform_no_hooks"] = {{"prefill_tps", u.prefill_tps},
+                               {"decode_tps", u.decode_tps},
+                               {"decode_gbps", gbps},
+                               {"bytes_per_token", own_bytes_per_token},
+                               {"decode_limit_tps", triad.gbps * 1e9 / own_bytes_per_token}};
     }
     if (has_gpu) {
       // The same without CUDA graphs: every GPU kernel of decode launched on its own.
