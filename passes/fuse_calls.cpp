@@ -156,7 +156,7 @@ class FuseCallsPass : public impl::FuseCallsBase<FuseCallsPass> {
       bool read_between = s == phase.getLogits();
       for (size_t j = size_t(d) + 1; j < k && !read_between; ++j)
         if (calls[j])
-          for (mlir::Attribute a : calls[j].getInputs()) read_between |= str(a) == s;
+          for (mlir::Attribute in : calls[j].getInputs()) read_between |= str(in) == s;
       if (read_between) continue;
       mlir::OpBuilder b(e);
       llvm::SmallVector<mlir::Attribute> weights(e.getWeights().begin(), e.getWeights().end());
