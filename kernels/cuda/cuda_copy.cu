@@ -96,16 +96,17 @@ class Copy final : public Kernel {
     cuda::CopyList l{};
     l.n = int(a.in.size());
     int64_t total = 0, longest = 0;
+    uint64_t bytes[cuda::kMaxCopies];
     bool kernel = kind_ != Transfer::Peer;
     for (int k = 0; k < l.n; ++k) {
       const Act &x = a.in[size_t(k)], &y = a.out[size_t(k)];
-      const uint64_t bytes = uint64_t(x.rows) * uint64_t(x.cols) * type_traits(x.type).type_size;
+      bytes[k] = uint64_t(x.rows) * uint64_t(x.cols) * type_traits(x.type).type_size;
       void* host = kind_ == Transfer::Upload ? x.data : y.data;
-      void* mapped = kernel && bytes % 4 == 0 ? mapped_pointer(k, host) : nullptr;
+      void* mapped = kernel && bytes[k] % 4 == 0 ? mapped_pointer(k, host) : nullptr;
       kernel = kernel && mapped;
       l.src[k] = static_cast<const uint32_t*>(kind_ == Transfer::Upload ? mapped : x.data);
       l.dst[k] = static_cast<uint32_t*>(kind_ == Transfer::Upload ? y.data : mapped);
-      l.words[k] = int64_t(bytes / 4);
+      l.words[k] = int64_t(bytes[k] / 4);
       total += l.words[k];
       longest = std::max(longest, l.words[k]);
     }
@@ -121,10 +122,9 @@ class Copy final : public Kernel {
       cuda::check_launch("cuda copy (kernel)", a.queue);
     } else if (!kernel) {
       for (int k = 0; k < l.n; ++k) {
-        const Act &x = a.in[size_t(k)], &y = a.out[size_t(k)];
-        const uint64_t bytes = uint64_t(x.rows) * uint64_t(x.cols) * type_traits(x.type).type_size;
-        if (bytes == 0) continue;
-        const cudaError_t e = cudaMemcpyAsync(y.data, x.data, bytes, cudaMemcpyDefault, s);
+        if (bytes[k] == 0) continue;
+        const cudaError_t e =
+            cudaMemcpyAsync(a.out[size_t(k)].data, a.in[size_t(k)].data, bytes[k], cudaMemcpyDefault, s);
         if (e != cudaSuccess) cuda::check_launch("cuda copy", a.queue);
       }
     }
@@ -156,11 +156,8 @@ class Copy final : public Kernel {
   uint32_t* flag_pointer(uint32_t* host, int slot) {
     Mapped& m = flags_[slot];
     if (host != m.host) {
-      void* d = nullptr;
-      if (cudaHostGetDevicePointer(&d, host, 0) != cudaSuccess) {
-        cudaGetLastError();
-        d = host;  // unified addressing: the host's address is the GPU's
-      }
+      uint32_t* d = nullptr;
+      if (cuda::host_flag_on_device(host, &d) != cudaSuccess) d = host;  // unified addressing: the same address
       m = {host, d};
     }
     return static_cast<uint32_t*>(m.device);

@@ -31,6 +31,14 @@ __global__ void write_flag_kernel(uint32_t* f, uint32_t value) { signal_host_fla
 
 }  // namespace
 
+cudaError_t host_flag_on_device(uint32_t* flag, uint32_t** device) {
+  void* p = nullptr;
+  const cudaError_t e = cudaHostGetDevicePointer(&p, flag, 0);
+  if (e != cudaSuccess) cudaGetLastError();
+  *device = static_cast<uint32_t*>(p);
+  return e;
+}
+
 void queue_await_host_flag(cudaStream_t s, uint32_t* f, uint32_t value) {
   wait_flag_kernel<<<1, 1, 0, s>>>(f, value);
 }
@@ -263,7 +271,8 @@ class CudaDevice final : public DeviceApi {
 
   bool wait_flag(void* queue, uint32_t* flag, uint32_t value, std::string* error) override {
     uint32_t* d = nullptr;
-    if (!device_pointer(flag, &d, error)) return false;
+    if (const cudaError_t e = cuda::host_flag_on_device(flag, &d); e != cudaSuccess)
+      return fail(error, "cudaHostGetDevicePointer of a flag", e);
     cuda::queue_await_host_flag(static_cast<cudaStream_t>(queue), d, value);
     const cudaError_t e = cudaGetLastError();
     return e == cudaSuccess || fail(error, "the flag wait kernel", e);
@@ -271,7 +280,8 @@ class CudaDevice final : public DeviceApi {
 
   bool write_flag(void* queue, uint32_t* flag, uint32_t value, std::string* error) override {
     uint32_t* d = nullptr;
-    if (!device_pointer(flag, &d, error)) return false;
+    if (const cudaError_t e = cuda::host_flag_on_device(flag, &d); e != cudaSuccess)
+      return fail(error, "cudaHostGetDevicePointer of a flag", e);
     cuda::queue_signal_host_flag(static_cast<cudaStream_t>(queue), d, value);
     const cudaError_t e = cudaGetLastError();
     return e == cudaSuccess || fail(error, "the flag write kernel", e);
@@ -295,13 +305,6 @@ class CudaDevice final : public DeviceApi {
     return ev;
   }
 
-  static bool device_pointer(uint32_t* flag, uint32_t** d, std::string* error) {
-    void* p = nullptr;
-    const cudaError_t e = cudaHostGetDevicePointer(&p, flag, 0);
-    if (e != cudaSuccess) return fail(error, "cudaHostGetDevicePointer of a flag", e);
-    *d = static_cast<uint32_t*>(p);
-    return true;
-  }
 };
 
 }  // namespace

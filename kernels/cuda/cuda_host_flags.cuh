@@ -32,6 +32,10 @@ __device__ __forceinline__ void signal_host_flag(uint32_t* f, uint32_t value) {
   asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(f), "r"(value) : "memory");
 }
 
+// The GPU's address of a flag in mapped page-locked host memory (the
+// allocation's mapping; an error where the flag is not such memory).
+cudaError_t host_flag_on_device(uint32_t* flag, uint32_t** device);
+
 // The same as one-thread kernels on a queue (plain launches: they wait for
 // everything before them), for a hand-off that is not one kernel (cuda_device.cu).
 // f: the GPU's address of the flag.

@@ -95,6 +95,14 @@ class MatmulOp {
   void run_glu(const MatmulOp& up, const float* x, int64_t ldx, int64_t rows, float* y, int64_t ldy, void* scratch,
                void* queue, const RoundedRows* pre = nullptr) const;
 
+  // y [rows][n_out] = swiglu(x W_gate^T, x W_up^T) for any rows (this op the
+  // gate; cuda.matmul_glu, the shared experts of cuda.moe_ffn): run_glu where
+  // glu_pair(up) and rows <= kVectorRows, else each product's run() (up's into
+  // u, [rows][n_out] floats) and a SwiGLU kernel; the same bits either way.
+  // Defined in cuda_matmul_glu.cu.
+  void run_swiglu(const MatmulOp& up, const float* x, int64_t ldx, int64_t rows, float* y, float* u, void* scratch,
+                  void* queue, const RoundedRows* pre = nullptr) const;
+
   // "int8-dp4a", "float", "wmma-fp16", for Kernel::impl().
   std::string_view impl(int64_t rows) const;
 

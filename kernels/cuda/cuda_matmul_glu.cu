@@ -21,6 +21,24 @@
 #include "kernels/cuda/cuda_moe_common.cuh"
 #include "kernels/kernel_bind.h"
 
+namespace kt::cuda {
+
+void MatmulOp::run_swiglu(const MatmulOp& up, const float* x, int64_t ldx, int64_t rows, float* y, float* u,
+                          void* scratch, void* queue, const RoundedRows* pre) const {
+  if (rows <= 0) return;
+  if (glu_pair(up) && rows <= kVectorRows) {
+    run_glu(up, x, ldx, rows, y, n_out_, scratch, queue, pre);
+    return;
+  }
+  run(x, ldx, rows, y, n_out_, nullptr, scratch, queue);
+  up.run(x, ldx, rows, u, n_out_, nullptr, scratch, queue);
+  const int64_t n = rows * n_out_;
+  launch(swiglu_kernel, unsigned(ceil_div(n, 256)), 256, 0, static_cast<cudaStream_t>(queue), y, u, n, y);
+  check_launch("cuda swiglu (gate and up unfused)", queue);
+}
+
+}  // namespace kt::cuda
+
 namespace kt::kern {
 
 namespace {
@@ -30,8 +48,7 @@ class CudaMatmulGlu final : public Kernel {
   struct Setup {
     cuda::MatmulOp gate, up;
     int device = 0;
-    bool glu = false;  // gate.glu_pair(up)
-    uint64_t up_bytes = 0;  // the unfused path's up products, at the workspace's start
+    uint64_t up_bytes = 0;  // run_swiglu's up products (unfused path), at the workspace's start
     int pre_act = 0;        // x's rows also come rounded (input 1): their blocks, else 0
   };
   explicit CudaMatmulGlu(Setup s) : s_(s) {}
@@ -41,20 +58,10 @@ class CudaMatmulGlu final : public Kernel {
     const Act &x = a.in[0], &h = a.out[0];
     if (x.rows == 0) return;
     auto* ws = static_cast<uint8_t*>(cuda::workspace(s_.device));
-    if (s_.glu && x.rows <= cuda::MatmulOp::kVectorRows) {
-      cuda::RoundedRows pre;
-      if (s_.pre_act) pre = cuda::rounded_rows(a.in[1].data, a.in[1].max_rows, x.cols, s_.pre_act);
-      s_.gate.run_glu(s_.up, x.f32(), x.cols, x.rows, h.f32(), h.cols, ws, a.queue, s_.pre_act ? &pre : nullptr);
-      return;
-    }
-    auto* u = reinterpret_cast<float*>(ws);
-    void* scratch = ws + s_.up_bytes;
-    s_.gate.run(x.f32(), x.cols, x.rows, h.f32(), h.cols, nullptr, scratch, a.queue);
-    s_.up.run(x.f32(), x.cols, x.rows, u, h.cols, nullptr, scratch, a.queue);
-    const int64_t n = x.rows * h.cols;
-    cuda::launch(cuda::swiglu_kernel, unsigned(cuda::ceil_div(n, 256)), 256, 0, static_cast<cudaStream_t>(a.queue),
-                 h.f32(), u, n, h.f32());
-    cuda::check_launch("cuda.matmul_glu (swiglu)", a.queue);
+    cuda::RoundedRows pre;
+    if (s_.pre_act) pre = cuda::rounded_rows(a.in[1].data, a.in[1].max_rows, x.cols, s_.pre_act);
+    s_.gate.run_swiglu(s_.up, x.f32(), x.cols, x.rows, h.f32(), reinterpret_cast<float*>(ws), ws + s_.up_bytes,
+                       a.queue, s_.pre_act ? &pre : nullptr);
   }
   std::string_view impl() const override { return s_.gate.impl(1); }
 
@@ -81,7 +88,6 @@ std::unique_ptr<Kernel> make_cuda_matmul_glu(const CallSpec& s, std::string* err
   if (!st.gate.init(s.weights[0], max_rows, s.rounding, error) ||
       !st.up.init(s.weights[1], max_rows, s.rounding, error))
     return nullptr;
-  st.glu = st.gate.glu_pair(st.up);
   st.up_bytes = (uint64_t(max_rows * n_ff) * 4 + 255) / 256 * 256;
   const uint64_t scratch = std::max(st.gate.scratch_bytes(), st.up.scratch_bytes());
   if (!cuda::reserve_workspace(s.device, st.up_bytes + scratch, error)) return nullptr;

@@ -21,9 +21,7 @@
 
 #include "kernels/cuda/cuda_context.h"
 #include "kernels/cuda/cuda_kernels.h"
-#include "kernels/cuda/cuda_launch.cuh"
 #include "kernels/cuda/cuda_matmul.h"
-#include "kernels/cuda/cuda_moe_common.cuh"
 #include "kernels/kernel_bind.h"
 
 namespace kt::kern {
@@ -82,16 +80,8 @@ class CudaMoeFfn final : public Kernel {
     // cuda.matmul_glu's and cuda.matmul's paths, then the routed experts.
     auto* act = reinterpret_cast<float*>(ws);
     void* scratch = ws + 2 * sh_.act_bytes;
-    if (sh_.glu && x.rows <= cuda::MatmulOp::kVectorRows) {
-      sh_.gate.run_glu(sh_.up, x.f32(), x.cols, x.rows, act, sh_.n_ff, scratch, a.queue, p);
-    } else {
-      auto* u = reinterpret_cast<float*>(ws + sh_.act_bytes);
-      sh_.gate.run(x.f32(), x.cols, x.rows, act, sh_.n_ff, nullptr, scratch, a.queue);
-      sh_.up.run(x.f32(), x.cols, x.rows, u, sh_.n_ff, nullptr, scratch, a.queue);
-      const int64_t n = x.rows * sh_.n_ff;
-      cuda::launch(cuda::swiglu_kernel, unsigned(cuda::ceil_div(n, 256)), 256, 0, s, act, u, n, act);
-      cuda::check_launch("cuda.moe_ffn (shared experts' swiglu)", a.queue);
-    }
+    sh_.gate.run_swiglu(sh_.up, x.f32(), x.cols, x.rows, act, reinterpret_cast<float*>(ws + sh_.act_bytes), scratch,
+                        a.queue, p);
     sh_.down.run(act, sh_.n_ff, x.rows, y, a.out[1].cols, nullptr, scratch, a.queue);
     routed_->run(routed_args(a));
   }
