@@ -1,7 +1,12 @@
 #include "tools/kt-serve/http_server.h"
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <chrono>
 #include <cstdio>
+#include <memory>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -41,6 +46,32 @@ std::string status_message(int status) {
 }
 
 }  // namespace
+
+int bind_server(httplib::Server& server, const std::string& host, int port) {
+  // The sockets httplib makes while it binds (one per address it tries).
+  auto made = std::make_shared<std::vector<int>>();
+  server.set_socket_options([made](socket_t sock) {
+    httplib::default_socket_options(sock);
+    made->push_back(int(sock));
+  });
+  const int got = port == 0 ? server.bind_to_any_port(host) : (server.bind_to_port(host, port) ? port : -1);
+  server.set_socket_options(httplib::default_socket_options);
+  if (got < 0) return -1;
+  for (const int fd : *made) {
+    // The one it kept: listening, on the port it reported (the others were
+    // closed, and their numbers may be the kept one's).
+    int listening = 0;
+    socklen_t len = sizeof listening;
+    sockaddr_storage addr{};
+    socklen_t alen = sizeof addr;
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening) continue;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &alen) != 0) continue;
+    const int bound_port = addr.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
+                                                      : ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+    if (bound_port == got) ::listen(fd, SOMAXCONN);
+  }
+  return got;
+}
 
 void configure_server(httplib::Server& server, ServeContext& ctx) {
   const ServeOptions& o = ctx.options;

@@ -101,7 +101,7 @@ int main(int argc, char** argv) {
 
   httplib::Server server;
   kt::serve::configure_server(server, ctx);
-  const int port = o.port == 0 ? server.bind_to_any_port(o.host) : (server.bind_to_port(o.host, o.port) ? o.port : -1);
+  const int port = kt::serve::bind_server(server, o.host, o.port);
   if (port < 0) return fail("cannot listen on " + o.host + ":" + std::to_string(o.port));
   std::printf("kt-serve: listening on http://%s:%d (model %s, %d slots of %lld tokens, %d threads%s%s)\n",
               o.host.c_str(), port, name.c_str(), (*engine)->n_slots(), (long long)(*engine)->n_ctx(),
