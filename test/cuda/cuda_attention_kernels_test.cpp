@@ -98,6 +98,14 @@ TEST(CudaKernels, MlaAbsorbedAndDecompressed) {
   KT_REQUIRE_GPU();
   SplitMix64 rng(13);
   const MlaShape tiny{4, 32, 16, 32, 64}, v2{16, 128, 64, 128, 512};
+  std::vector<StepData> steps = attention_steps();
+  // One decode token (the one-token variants of q_abs and W_V): far into a
+  // slot, at position 0, and within the first tile.
+  for (const auto& [slot, pos] : {std::pair{1, 700}, {2, 0}, {0, 13}}) {
+    StepData d;
+    d.add_run(slot, pos, 1);
+    steps.push_back(d);
+  }
   struct Case {
     MlaShape m;
     GgmlType wt;
@@ -110,14 +118,6 @@ TEST(CudaKernels, MlaAbsorbedAndDecompressed) {
       if (k.m.h == 16 && cache == GgmlType::F32 && k.wt != GgmlType::Q4_K) continue;  // keep the run short
       for (Rounding r : {Rounding::GgmlCpu, Rounding::Exact}) {
         for (bool absorbed : {true, false}) {
-          std::vector<StepData> steps = attention_steps();
-          // One decode token (the one-token variants of q_abs and W_V): far
-          // into a slot, at position 0, and within the first tile.
-          for (const auto& [slot, pos] : {std::pair{1, 700}, {2, 0}, {0, 13}}) {
-            StepData d;
-            d.add_run(slot, pos, 1);
-            steps.push_back(d);
-          }
           for (const StepData& st : steps) {
             if (!absorbed && k.m.h == 16 && st.pos.size() > 10) continue;  // CPU decompression is slow
             const Call c = mla_call(k.m, absorbed, k.split, k.wt, cache, r, st, rng);

@@ -248,6 +248,12 @@ int run_e2e_bench(int argc, char** argv) {
                       {"gen", n_gen}, {"routing", dist->name}};
   const bool uniform = dist->kind == RoutingDistribution::Kind::Uniform;
   double own_bytes_per_token = 0;
+  // --profile: the kernels of the run just measured (profiled), after its row.
+  auto print_profile = [&](const std::string& title) {
+    if (!profile) return;
+    std::printf("kernels, %s:\n%s", title.c_str(), (*ex)->profile_report().c_str());
+    (*ex)->clear_profile();
+  };
   for (bool forced : {false, true}) {
     // Warm up (page in the weights; a profile that cannot drive this model
     // fails here, before the long run), then measure.
@@ -269,16 +275,13 @@ int run_e2e_bench(int argc, char** argv) {
                                         {"bytes_per_token", r.bytes_per_token},
                                         {"decode_gbps", gbps},
                                         {"decode_limit_tps", triad.gbps * 1e9 / r.bytes_per_token}};
+    if (forced) print_profile("forced " + dist->name + " run");
   }
   {
     // The model's own routing with no hook installed: what a user gets. The
     // rows above pay for counting (and forcing) routes: a GPU router hands
     // its logits to the host and waits, every MoE layer.
     (void)run_once(**ex, bytes, std::min<int64_t>(n_prompt, 16), 2, nullptr, 1, false);
-    if (profile) {
-      std::printf("kernels, forced %s run:\n%s", dist->name.c_str(), (*ex)->profile_report().c_str());
-      (*ex)->clear_profile();
-    }
     (*ex)->set_profiling(profile);
     const RunResult r = run_once(**ex, bytes, n_prompt, n_gen, nullptr, 42, false);
     (*ex)->set_profiling(false);
@@ -297,16 +300,13 @@ int run_e2e_bench(int argc, char** argv) {
       std::printf("%-16s %12.1f %12.2f %14s %14s %10s %10s\n", "own, no hooks", r.prefill_tps, r.decode_tps, "-", "-",
                   "-", "-");
     }
+    print_profile("the model's own routing, no hooks");
     if (uniform && bytes.gpu_held.empty() && own_bytes_per_token > 0) {
       // Routing forced uniformly with nothing counting it: on a GPU router the
       // GPU draws the experts (no host round trip a layer), so this is decode
       // at the DRAM limit's own terms (PEERS.md: the cache cannot help), at
       // the speed a user gets.
       (void)run_once(**ex, bytes, std::min<int64_t>(n_prompt, 16), 2, &*dist, 1, false);
-      if (profile) {
-        std::printf("kernels, the model's own routing, no hooks:\n%s", (*ex)->profile_report().c_str());
-        (*ex)->clear_profile();
-      }
       (*ex)->set_profiling(profile);
       const RunResult u = run_once(**ex, bytes, n_prompt, n_gen, &*dist, 42, false);
       (*ex)->set_profiling(false);
@@ -318,6 +318,7 @@ int run_e2e_bench(int argc, char** argv) {
                                {"decode_gbps", gbps},
                                {"bytes_per_token", own_bytes_per_token},
                                {"decode_limit_tps", triad.gbps * 1e9 / own_bytes_per_token}};
+      print_profile("forced uniform, no hook");
     }
     if (has_gpu) {
       // The same without CUDA graphs: every GPU kernel of decode launched on its own.
@@ -335,11 +336,6 @@ int run_e2e_bench(int argc, char** argv) {
                 plan_option_f((*ex)->plan(), "predicted_decode_tok_s_without_profile"),
                 plan_option_f((*ex)->plan(), "cpu_bandwidth_gbs"));
     j["predicted_decode_tps"] = p;
-  }
-  if (profile) {
-    const bool uniform_run = j.contains("uniform_no_hooks");
-    std::printf("kernels, %s:\n%s", uniform_run ? "forced uniform, no hook" : "the model's own routing, no hooks",
-                (*ex)->profile_report().c_str());
   }
   std::printf("%s\n", j.dump().c_str());
   return 0;
