@@ -190,6 +190,9 @@ def FuseCalls : Pass<"kt-fuse-calls", "::mlir::ModuleOp"> {
     A "cuda.add_rms_norm" whose output h int8 products read gets a third
     output h.q8 (h rounded to their 8-bit blocks, param round_act), which
     those "cuda.matmul" / "cuda.matmul_glu" calls read as a second input.
+    Two to four "cuda.matmul" of the same inputs over quantized weights of
+    one type become "cuda.matmul_multi" (one launch), and q's "cuda.rope"
+    right before "cuda.mla_cache_store" becomes "cuda.rope_mla_store".
   }];
   let dependentDialects = ["::kt::exec::KtExecDialect"];
 }

@@ -33,6 +33,17 @@
 //     => cuda.moe_ffn [x, ids, w] -> [e, s], weights [routed.., shared..]
 // (the shared experts on a second queue beside the routed ones at decode,
 // kernels/cuda/cuda_moe_ffn.cu; a is then dead).
+//   cuda.matmul [x..] -> [y0];  ...;  cuda.matmul [x..] -> [y1];  ... (2 to 4,
+//   the same inputs, quantized weights of one type, all or none biased; calls
+//   between on the same device, none writing x or touching a later y)
+//     => cuda.matmul_multi [x..] -> [y0, y1, ..], weights [w0, w1, .. (, b0,
+//        b1, ..)] where the first product was
+// (an MLA layer's q and kv_a products, V3's q_a and kv_a, a GQA layer's q, k
+// and v: one launch at decode, kernels/cuda/cuda_matmul_multi.cu).
+//   cuda.rope [q] -> [qr];  cuda.mla_cache_store [kv] (its rope parameters
+//   the rope's)  => cuda.rope_mla_store [q, kv] -> [qr], weights [kv norm]
+// (q's rope and the latent cache's store in one launch, kernels/cuda/
+// cuda_rope.cu).
 // The fused kernels compute the same operations in the same order, so plans
 // with and without the pass give the same bits.
 //
@@ -73,6 +84,8 @@ class FuseCallsPass : public impl::FuseCallsBase<FuseCallsPass> {
       fold_addend(phase);
       shared_beside(phase);
       share_rounding(phase, weight_types);
+      fuse_products(phase, weight_types);
+      fuse_rope_store(phase);
     });
   }
 
@@ -244,6 +257,105 @@ class FuseCallsPass : public impl::FuseCallsBase<FuseCallsPass> {
         c.setInputsAttr(b.getArrayAttr(ins));
       }
     }
+  }
+
+  // cuda.matmul calls of the same inputs over quantized weights of one type,
+  // all biased or none: one cuda.matmul_multi each, where the first was. A
+  // later product joins when nothing between writes its inputs or touches its
+  // output, all on one device (V3's kv_a product comes after q_a's norm and
+  // q_b's product, which it does not read). After share_rounding, so the
+  // products already read the norm's rounded rows where they will.
+  void fuse_products(exec::PhaseOp phase, const llvm::StringMap<std::string>& weight_types) {
+    constexpr size_t kMaxProducts = 4;  // cuda::MatmulOp::kMaxProducts
+    llvm::SmallVector<exec::CallOp> calls(phase.getBody().front().getOps<exec::CallOp>());
+    auto type_of = [&](exec::CallOp c) { return weight_types.lookup(str(c.getWeights()[0])); };
+    auto touches = [](exec::CallOp c, const std::string& buf, bool reads) {
+      for (mlir::Attribute a : c.getOutputs())
+        if (str(a) == buf) return true;
+      if (reads && c.getInputs())
+        for (mlir::Attribute a : c.getInputs())
+          if (str(a) == buf) return true;
+      return false;
+    };
+    for (size_t i = 0; i < calls.size(); ++i) {
+      exec::CallOp first = calls[i];
+      if (!first || !product(first) || act_block(type_of(first)) == 0) continue;
+      llvm::SmallVector<size_t> group{i};
+      for (size_t j = i + 1; j < calls.size() && group.size() < kMaxProducts; ++j) {
+        exec::CallOp c = calls[j];
+        if (!c) continue;
+        if (c.getDevice() != first.getDevice()) break;
+        if (product(c) && c.getInputs() == first.getInputs() &&
+            c.getWeights().size() == first.getWeights().size() && type_of(c) == type_of(first)) {
+          const std::string y = str(c.getOutputs()[0]);
+          bool free = true;
+          for (size_t k = i + 1; k < j && free; ++k)
+            if (calls[k] && !llvm::is_contained(group, k)) free = !touches(calls[k], y, true);
+          if (free) {
+            group.push_back(j);
+            continue;
+          }
+        }
+        bool writes_input = false;
+        for (mlir::Attribute in : first.getInputs()) writes_input |= touches(c, str(in), false);
+        if (writes_input) break;
+      }
+      if (group.size() < 2) continue;
+      llvm::SmallVector<mlir::Attribute> outs, weights, biases;
+      for (size_t k : group) {
+        outs.push_back(calls[k].getOutputs()[0]);
+        weights.push_back(calls[k].getWeights()[0]);
+        if (calls[k].getWeights().size() == 2) biases.push_back(calls[k].getWeights()[1]);
+      }
+      weights.append(biases.begin(), biases.end());
+      mlir::OpBuilder b(first);
+      exec::CallOp::create(b, first.getLoc(), "cuda.matmul_multi", first.getDevice(), first.getInputs(),
+                           b.getArrayAttr(outs), b.getArrayAttr(weights), mlir::StringAttr(), b.getDictionaryAttr({}),
+                           first.getLayer(), first.getPath());
+      for (size_t k : group) {
+        calls[k].erase();
+        calls[k] = nullptr;
+      }
+    }
+  }
+
+  // cuda.rope [q] -> [qr] right before cuda.mla_cache_store [kv] (kv not qr,
+  // the store's rope parameters the rope's): cuda.rope_mla_store [q, kv] ->
+  // [qr] with the store's weight, cache and eps.
+  void fuse_rope_store(exec::PhaseOp phase) {
+    llvm::SmallVector<exec::CallOp> calls(phase.getBody().front().getOps<exec::CallOp>());
+    for (size_t i = 0; i + 1 < calls.size(); ++i) {
+      exec::CallOp rope = calls[i], store = calls[i + 1];
+      if (rope.getKernel() != "cuda.rope" || store.getKernel() != "cuda.mla_cache_store" ||
+          rope.getDevice() != store.getDevice() || !rope.getInputs() || rope.getInputs().size() != 1 ||
+          rope.getOutputs().size() != 1 || !store.getInputs() || store.getInputs().size() != 1 ||
+          (store.getOutputs() && !store.getOutputs().empty()) || store.getWeights().size() != 1 || !store.getKv() ||
+          str(store.getInputs()[0]) == str(rope.getOutputs()[0]))
+        continue;
+      mlir::DictionaryAttr rp = rope.getParams(), sp = store.getParams();
+      bool same = sp.get("eps") != nullptr;
+      for (mlir::NamedAttribute a : sp)
+        if (a.getName() != "eps") same &= rp.get(a.getName()) == a.getValue();
+      if (!same) continue;
+      llvm::SmallVector<mlir::NamedAttribute> params(rp.begin(), rp.end());
+      params.push_back(mlir::NamedAttribute(mlir::StringAttr::get(rp.getContext(), "eps"), sp.get("eps")));
+      mlir::OpBuilder b(store);
+      exec::CallOp::create(b, store.getLoc(), "cuda.rope_mla_store", store.getDevice(),
+                           b.getArrayAttr({rope.getInputs()[0], store.getInputs()[0]}), rope.getOutputs(),
+                           store.getWeights(), store.getKvAttr(), b.getDictionaryAttr(params), store.getLayer(),
+                           store.getPath());
+      rope.erase();
+      store.erase();
+      ++i;
+    }
+  }
+
+  // cuda.matmul [x] or [x, x rounded] -> [y], weights [w] or [w, bias], no
+  // params, no cache.
+  static bool product(exec::CallOp c) {
+    return c.getKernel() == "cuda.matmul" && c.getInputs() && !c.getInputs().empty() &&
+           c.getInputs().size() <= 2 && c.getOutputs().size() == 1 && !c.getWeights().empty() &&
+           c.getWeights().size() <= 2 && !c.getKv() && c.getParams().empty();
   }
 
   // One product, no bias, no params.

@@ -26,14 +26,17 @@ std::unique_ptr<Kernel> make_cuda_sigmoid_gate_add(const CallSpec&, std::string*
 std::unique_ptr<Kernel> make_cuda_select_rows(const CallSpec&, std::string*);
 std::unique_ptr<Kernel> make_cuda_matmul(const CallSpec&, std::string*);
 std::unique_ptr<Kernel> make_cuda_matmul_glu(const CallSpec&, std::string*);
-// cuda.matmul's and cuda.matmul_glu's optional input k: x's rows already
-// rounded (kernels/cuda/cuda_rounded_rows.h). Its block size, 0 when absent.
+std::unique_ptr<Kernel> make_cuda_matmul_multi(const CallSpec&, std::string*);
+// cuda.matmul's, cuda.matmul_glu's and cuda.matmul_multi's optional input k:
+// x's rows already rounded (kernels/cuda/cuda_rounded_rows.h). Its block
+// size, 0 when absent.
 class Binder;
 int bind_rounded_rows(Binder& b, const CallSpec& s, size_t k);
 std::unique_ptr<Kernel> make_cuda_rope(const CallSpec&, std::string*);
 std::unique_ptr<Kernel> make_cuda_kv_store(const CallSpec&, std::string*);
 std::unique_ptr<Kernel> make_cuda_attention(const CallSpec&, std::string*);
 std::unique_ptr<Kernel> make_cuda_mla_cache_store(const CallSpec&, std::string*);
+std::unique_ptr<Kernel> make_cuda_rope_mla_store(const CallSpec&, std::string*);
 std::unique_ptr<Kernel> make_cuda_mla_attention(const CallSpec&, std::string*);
 std::unique_ptr<Kernel> make_cuda_mla_attention_absorbed(const CallSpec&, std::string*);
 std::unique_ptr<Kernel> make_cuda_moe_gate(const CallSpec&, std::string*);

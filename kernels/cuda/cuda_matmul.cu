@@ -25,11 +25,12 @@ constexpr int64_t kRowBlockOutputs = 512;
 
 // ---- vector paths -------------------------------------------------------------
 
-// The weight rows of block x (rows of them) into L2, issued before the block
+// The weight rows of block bx (rows of them) into L2, issued before the block
 // waits for its inputs (cuda_launch.cuh): the weights' first DRAM latency
 // passes while the previous kernel still runs.
-__device__ __forceinline__ void prefetch_rows(const uint8_t* W, uint64_t row_bytes, int64_t n_out, int rows) {
-  const int64_t o0 = int64_t(blockIdx.x) * rows;
+__device__ __forceinline__ void prefetch_rows(const uint8_t* W, uint64_t row_bytes, int64_t n_out, int rows,
+                                              int64_t bx) {
+  const int64_t o0 = bx * rows;
   prefetch_l2(W + uint64_t(o0) * row_bytes, uint64_t(min(int64_t(rows), n_out - o0)) * row_bytes);
 }
 
@@ -49,17 +50,20 @@ constexpr int64_t kTwoRowBlocks = 1024;
 // SwiGLU kernel follows (a template parameter: the double exp() in every
 // instantiation cost Q6_K's kernel 56 -> 128 registers, and V3-5L's all-GPU
 // decode 5%).
-template <GgmlType T, int NC, bool GLU = false, int R = 1>
-__global__ void __launch_bounds__(32 * kRowsPerBlock)
-    mmv_int8(const uint8_t* __restrict__ W, uint64_t row_bytes, uint64_t mat_bytes, int64_t n_out, int64_t n_in,
-             const int8_t* __restrict__ xq, const float* __restrict__ xd, int n_tok, float* __restrict__ y, int64_t ldy,
-             const float* __restrict__ bias, const int32_t* __restrict__ ids, int64_t x_div) {
+// The body of one block: bx is its block of rows within W (blockIdx.x of
+// mmv_int8; mmv_int8_multi's blocks are shared out over several matrices).
+template <GgmlType T, int NC, bool GLU, int R>
+__device__ __forceinline__ void mmv_int8_block(const uint8_t* __restrict__ W, uint64_t row_bytes, uint64_t mat_bytes,
+                                               int64_t n_out, int64_t n_in, const int8_t* __restrict__ xq,
+                                               const float* __restrict__ xd, int n_tok, float* __restrict__ y,
+                                               int64_t ldy, const float* __restrict__ bias,
+                                               const int32_t* __restrict__ ids, int64_t x_div, int64_t bx) {
   using Q = Q8Dot<T>;
   constexpr int kAct = Q::kAct == ActBlocks::Q8_0 ? 32 : 256;
   const int lane = threadIdx.x & 31;
-  if (!ids && blockIdx.y == 0 && threadIdx.x == 0) prefetch_rows(W, row_bytes, n_out, kRowsPerBlock * R);
+  if (!ids && blockIdx.y == 0 && threadIdx.x == 0) prefetch_rows(W, row_bytes, n_out, kRowsPerBlock * R, bx);
   wait_for_inputs();
-  const int64_t o0 = (int64_t(blockIdx.x) * kRowsPerBlock + (threadIdx.x >> 5)) * R;
+  const int64_t o0 = (bx * kRowsPerBlock + (threadIdx.x >> 5)) * R;
   if (o0 >= n_out) return;
   const int nr = R == 1 ? 1 : int(min(int64_t(R), n_out - o0));
   int64_t t0;
@@ -139,6 +143,41 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock)
   }
 }
 
+// The matrices of one mmv_int8_multi launch (a kernel parameter: read from
+// the parameter bank, indexed by the block's matrix).
+struct Products {
+  const uint8_t* w[MatmulOp::kMaxProducts];
+  float* y[MatmulOp::kMaxProducts];
+  const float* bias[MatmulOp::kMaxProducts];
+  int64_t n_out[MatmulOp::kMaxProducts];
+  int64_t ldy[MatmulOp::kMaxProducts];
+  unsigned first_block[MatmulOp::kMaxProducts];
+  int n;
+};
+
+template <GgmlType T, int NC, bool GLU = false, int R = 1>
+__global__ void __launch_bounds__(32 * kRowsPerBlock)
+    mmv_int8(const uint8_t* __restrict__ W, uint64_t row_bytes, uint64_t mat_bytes, int64_t n_out, int64_t n_in,
+             const int8_t* __restrict__ xq, const float* __restrict__ xd, int n_tok, float* __restrict__ y, int64_t ldy,
+             const float* __restrict__ bias, const int32_t* __restrict__ ids, int64_t x_div) {
+  mmv_int8_block<T, NC, GLU, R>(W, row_bytes, mat_bytes, n_out, n_in, xq, xd, n_tok, y, ldy, bias, ids, x_div,
+                                blockIdx.x);
+}
+
+// Products of one input by several matrices of one type and width (q and kv_a,
+// or q, k and v: cuda.matmul_multi) in one launch: block x belongs to the last
+// matrix whose first block is at or below it. The matrices' sums are mmv_int8's,
+// bit for bit.
+template <GgmlType T, int NC, int R>
+__global__ void __launch_bounds__(32 * kRowsPerBlock)
+    mmv_int8_multi(const __grid_constant__ Products p, uint64_t row_bytes, int64_t n_in, const int8_t* __restrict__ xq,
+                   const float* __restrict__ xd, int n_tok) {
+  int m = 0;
+  while (m + 1 < p.n && blockIdx.x >= p.first_block[m + 1]) ++m;
+  mmv_int8_block<T, NC, false, R>(p.w[m], row_bytes, 0, p.n_out[m], n_in, xq, xd, n_tok, p.y[m], p.ldy[m], p.bias[m],
+                                  nullptr, 1, int64_t(blockIdx.x - p.first_block[m]));
+}
+
 // V consecutive weights of a row from value i (V > 1: one 16-byte load).
 template <GgmlType T, int V>
 __device__ __forceinline__ void load_w(const uint8_t* row, int64_t i, float* w) {
@@ -176,7 +215,7 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock)
               const float* __restrict__ x, int64_t ldx, int n_tok, int xround, float* __restrict__ y, int64_t ldy,
               const float* __restrict__ bias, const int32_t* __restrict__ ids, int64_t x_div) {
   const int lane = threadIdx.x & 31;
-  if (!ids && blockIdx.y == 0 && threadIdx.x == 0) prefetch_rows(W, row_bytes, n_out, kRowsPerBlock);
+  if (!ids && blockIdx.y == 0 && threadIdx.x == 0) prefetch_rows(W, row_bytes, n_out, kRowsPerBlock, blockIdx.x);
   wait_for_inputs();
   const int64_t o = int64_t(blockIdx.x) * kRowsPerBlock + (threadIdx.x >> 5);
   if (o >= n_out) return;
@@ -452,6 +491,56 @@ void MatmulOp::run_glu(const MatmulOp& up, const float* x, int64_t ldx, int64_t 
   const RoundedRows r = round_x(x, ldx, rows, scratch, queue, pre);  // glu_pair: up takes the same blocks
   run_int8(r.q, r.d, rows, y, ldy, nullptr, nullptr, 0, 1, false, queue);
   up.run_int8(r.q, r.d, rows, y, ldy, nullptr, nullptr, 0, 1, true, queue);
+}
+
+bool MatmulOp::share_launch(const MatmulOp* ops, int n) {
+  if (n < 1 || n > kMaxProducts) return false;
+  for (int i = 0; i < n; ++i)
+    if (!ops[i].int8_path() || ops[i].type_ != ops[0].type_ || ops[i].n_in_ != ops[0].n_in_ ||
+        ops[i].max_rows_ != ops[0].max_rows_)
+      return false;
+  return true;
+}
+
+void MatmulOp::run_products(const MatmulOp* ops, int n, const float* x, int64_t ldx, int64_t rows, float* const* y,
+                            const int64_t* ldy, const float* const* bias, void* scratch, void* queue,
+                            const RoundedRows* pre) {
+  if (rows <= 0 || n <= 0) return;
+  if (!share_launch(ops, n) || rows > kVectorRows) {
+    for (int i = 0; i < n; ++i) ops[i].run(x, ldx, rows, y[i], ldy[i], bias[i], scratch, queue, Path::Auto, pre);
+    return;
+  }
+  const MatmulOp& op0 = ops[0];
+  const RoundedRows r = op0.round_x(x, ldx, rows, scratch, queue, pre);
+  // Two rows a warp where one token's blocks would pass a wave (run_int8's rule).
+  int64_t blocks1 = 0;
+  for (int i = 0; i < n; ++i) blocks1 += ceil_div(ops[i].n_out_, kRowsPerBlock);
+  const int R = rows == 1 && blocks1 > kTwoRowBlocks ? 2 : 1;
+  Products p{};
+  p.n = n;
+  unsigned blocks = 0;
+  for (int i = 0; i < n; ++i) {
+    p.w[i] = ops[i].w_;
+    p.y[i] = y[i];
+    p.ldy[i] = ldy[i];
+    p.bias[i] = bias[i];
+    p.n_out[i] = ops[i].n_out_;
+    p.first_block[i] = blocks;
+    blocks += unsigned(ceil_div(ops[i].n_out_, int64_t(kRowsPerBlock) * R));
+  }
+  auto s = static_cast<cudaStream_t>(queue);
+  const dim3 block(32 * kRowsPerBlock);
+  with_quant_type(op0.type_, [&](auto tc) {
+    constexpr GgmlType T = decltype(tc)::value;
+    if (rows > 1)
+      launch(mmv_int8_multi<T, 8, 1>, dim3(blocks, unsigned(ceil_div(rows, 8))), block, 0, s, p, op0.row_bytes_,
+             op0.n_in_, r.q, r.d, int(rows));
+    else if (R == 2)
+      launch(mmv_int8_multi<T, 1, 2>, dim3(blocks), block, 0, s, p, op0.row_bytes_, op0.n_in_, r.q, r.d, 1);
+    else
+      launch(mmv_int8_multi<T, 1, 1>, dim3(blocks), block, 0, s, p, op0.row_bytes_, op0.n_in_, r.q, r.d, 1);
+  });
+  check_launch("cuda matmul (int8, several matrices)", queue);
 }
 
 RoundedRows MatmulOp::round_x(const float* x, int64_t ldx, int64_t rows, void* scratch, void* queue,

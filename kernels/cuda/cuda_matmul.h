@@ -103,6 +103,17 @@ class MatmulOp {
   void run_swiglu(const MatmulOp& up, const float* x, int64_t ldx, int64_t rows, float* y, float* u, void* scratch,
                   void* queue, const RoundedRows* pre = nullptr) const;
 
+  // Products of one input by several matrices (cuda.matmul_multi: q and kv_a,
+  // or q, k and v): y[i] [rows][ops[i].n_out()] (row stride ldy[i]) = x
+  // ops[i]'s W^T (+ bias[i], device, or null). One rounding of x and one
+  // launch where share_launch(ops, n) and rows <= kVectorRows, else each op's
+  // run(); the same bits either way (each sum is run()'s). scratch: ops[0]'s.
+  static constexpr int kMaxProducts = 4;
+  static bool share_launch(const MatmulOp* ops, int n);
+  static void run_products(const MatmulOp* ops, int n, const float* x, int64_t ldx, int64_t rows, float* const* y,
+                           const int64_t* ldy, const float* const* bias, void* scratch, void* queue,
+                           const RoundedRows* pre = nullptr);
+
   // "int8-dp4a", "float", "wmma-fp16", for Kernel::impl().
   std::string_view impl(int64_t rows) const;
 

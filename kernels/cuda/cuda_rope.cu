@@ -70,10 +70,9 @@ __device__ __forceinline__ void rope_pair(const RopeArgs& r, int32_t pos, int i,
 // (t, 0) the row's values past the last head: one kernel where a copy of the
 // rows and a kernel in place were two (a memory copy in a recorded step is a
 // node of its own, and no kernel after it starts early).
-__global__ void rope_kernel(const float* x, float* y, int64_t cols, int64_t n_heads, int64_t head_dim,
-                            int64_t offset, const int32_t* __restrict__ pos, RopeArgs r) {
-  wait_for_inputs();
-  const int64_t t = blockIdx.x, h = blockIdx.y;
+__device__ __forceinline__ void rope_block(const float* x, float* y, int64_t cols, int64_t n_heads, int64_t head_dim,
+                                           int64_t offset, const int32_t* __restrict__ pos, const RopeArgs& r,
+                                           int64_t t, int64_t h) {
   const float* src = x + t * cols + h * head_dim;
   float* dst = y + t * cols + h * head_dim;
   if (x != y) {
@@ -83,6 +82,12 @@ __global__ void rope_kernel(const float* x, float* y, int64_t cols, int64_t n_he
       for (int64_t c = n_heads * head_dim + threadIdx.x; c < cols; c += blockDim.x) y[t * cols + c] = x[t * cols + c];
   }
   for (int i = threadIdx.x; i < r.n_dims / 2; i += blockDim.x) rope_pair(r, pos[t], i, src + offset, dst + offset);
+}
+
+__global__ void rope_kernel(const float* x, float* y, int64_t cols, int64_t n_heads, int64_t head_dim,
+                            int64_t offset, const int32_t* __restrict__ pos, RopeArgs r) {
+  wait_for_inputs();
+  rope_block(x, y, cols, n_heads, head_dim, offset, pos, r, blockIdx.x, blockIdx.y);
 }
 
 template <class E>
@@ -113,18 +118,34 @@ __global__ void kv_store_kernel(const float* __restrict__ k, const float* __rest
 // a thread; the rope part into shared memory), and the rope's pairs rotate
 // while the latent row is stored.
 constexpr int kStoreRegs = 4;
+constexpr int kStoreThreads = 256;
+// The arguments of one MLA cache store (a kernel parameter).
 template <class E>
-__global__ void __launch_bounds__(256) mla_store_kernel(const float* __restrict__ x, int64_t cols, int64_t r,
-                                                         int64_t dr, const float* __restrict__ norm, float eps,
-                                                         RopeArgs ra, const int32_t* __restrict__ slot,
-                                                         const int32_t* __restrict__ pos, int64_t n_ctx,
-                                                         E* __restrict__ lat, E* __restrict__ pe) {
-  wait_for_inputs();
+struct MlaStore {
+  const float* x;  // the kv_a product's rows
+  int64_t cols, r, dr;
+  const float* norm;
+  float eps;
+  RopeArgs ra;
+  int64_t n_ctx;
+  E* lat;
+  E* pe;
+};
+
+// Needs dr floats of dynamic shared memory and kStoreThreads threads.
+template <class E>
+__device__ __forceinline__ void mla_store_block(const MlaStore<E>& a, const int32_t* __restrict__ slot,
+                                                const int32_t* __restrict__ pos, int64_t t) {
   extern __shared__ float pe_s[];  // dr values
   __shared__ double red[32];
-  const int64_t t = blockIdx.x;
+  const float* __restrict__ x = a.x;
+  const float* __restrict__ norm = a.norm;
+  E* __restrict__ lat = a.lat;
+  E* __restrict__ pe = a.pe;
+  const int64_t cols = a.cols, r = a.r, dr = a.dr;
+  const RopeArgs& ra = a.ra;
   const float* row = x + t * cols;
-  const int64_t cache_row = int64_t(slot[t]) * n_ctx + pos[t];
+  const int64_t cache_row = int64_t(slot[t]) * a.n_ctx + pos[t];
   const int32_t p = pos[t];
   for (int64_t i = threadIdx.x; i < dr; i += blockDim.x) pe_s[i] = row[r + i];
   const int64_t step = blockDim.x;
@@ -132,7 +153,7 @@ __global__ void __launch_bounds__(256) mla_store_kernel(const float* __restrict_
     float v[kStoreRegs], nv[kStoreRegs];
     const double ss = load_row_sum_squares(row, norm, r, v, nv, red);  // its barrier publishes pe_s
     for (int i = threadIdx.x; i < ra.n_dims / 2; i += blockDim.x) rope_pair(ra, p, i, pe_s, pe_s);
-    const double inv = 1.0 / sqrt(ss / double(r) + double(eps));
+    const double inv = 1.0 / sqrt(ss / double(r) + double(a.eps));
 #pragma unroll
     for (int k = 0; k < kStoreRegs; ++k) {
       const int64_t i = threadIdx.x + k * step;
@@ -143,12 +164,36 @@ __global__ void __launch_bounds__(256) mla_store_kernel(const float* __restrict_
     for (int64_t i = threadIdx.x; i < r; i += step) ss += double(row[i]) * double(row[i]);
     ss = block_sum(ss, red);
     for (int i = threadIdx.x; i < ra.n_dims / 2; i += blockDim.x) rope_pair(ra, p, i, pe_s, pe_s);
-    const double inv = 1.0 / sqrt(ss / double(r) + double(eps));
+    const double inv = 1.0 / sqrt(ss / double(r) + double(a.eps));
     for (int64_t i = threadIdx.x; i < r; i += step)
       store_as(lat + cache_row * r + i, float(double(row[i]) * inv * double(norm[i])));
   }
   __syncthreads();
   for (int64_t i = threadIdx.x; i < dr; i += blockDim.x) store_as(pe + cache_row * dr + i, pe_s[i]);
+}
+
+template <class E>
+__global__ void __launch_bounds__(kStoreThreads)
+    mla_store_kernel(const __grid_constant__ MlaStore<E> a, const int32_t* __restrict__ slot,
+                     const int32_t* __restrict__ pos) {
+  wait_for_inputs();
+  mla_store_block(a, slot, pos, blockIdx.x);
+}
+
+// cuda.rope_mla_store: blocks (t, h < n_heads) rope q's heads as rope_kernel,
+// blocks (t, n_heads) store kv's row as mla_store_kernel. One launch where the
+// two calls took two: q's rope and the cache store read different rows and
+// neither reads what the other writes.
+template <class E>
+__global__ void __launch_bounds__(kStoreThreads)
+    rope_mla_store_kernel(const float* q, float* qr, int64_t q_cols, int64_t n_heads, int64_t head_dim, int64_t offset,
+                          RopeArgs r, const __grid_constant__ MlaStore<E> a, const int32_t* __restrict__ slot,
+                          const int32_t* __restrict__ pos) {
+  wait_for_inputs();
+  if (blockIdx.y < n_heads)
+    rope_block(q, qr, q_cols, n_heads, head_dim, offset, pos, r, blockIdx.x, blockIdx.y);
+  else
+    mla_store_block(a, slot, pos, blockIdx.x);
 }
 
 template <class F>
@@ -227,11 +272,18 @@ class MlaCacheStore final : public Kernel {
     const cuda::DeviceStep st = cuda::upload_step(*a.step, a.queue);
     cuda::with_cache_type(kv.type, [&](auto ec) {
       using E = decltype(ec);
-      cuda::launch(cuda::mla_store_kernel<E>, unsigned(x.rows), 256, size_t(kv.v_cols) * 4,
-                   static_cast<cudaStream_t>(a.queue), x.f32(), x.cols, kv.k_cols, kv.v_cols, a.weights[0].f32(), eps_,
-                   r_, st.slot, st.pos, kv.n_ctx, static_cast<E*>(kv.k), static_cast<E*>(kv.v));
+      cuda::launch(cuda::mla_store_kernel<E>, unsigned(x.rows), cuda::kStoreThreads, size_t(kv.v_cols) * 4,
+                   static_cast<cudaStream_t>(a.queue), store_args<E>(a, 0, eps_, r_), st.slot, st.pos);
     });
     cuda::check_launch("cuda.mla_cache_store", a.queue);
+  }
+
+  // The store of input k's rows into the call's latent cache.
+  template <class E>
+  static cuda::MlaStore<E> store_args(const CallArgs& a, size_t k, float eps, const cuda::RopeArgs& r) {
+    const KvView& kv = *a.kv;
+    return {a.in[k].f32(), a.in[k].cols, kv.k_cols,           kv.v_cols, a.weights[0].f32(), eps, r, kv.n_ctx,
+            static_cast<E*>(kv.k), static_cast<E*>(kv.v)};
   }
 
  private:
@@ -240,7 +292,65 @@ class MlaCacheStore final : public Kernel {
   cuda::RopeArgs r_;
 };
 
+// cuda.rope_mla_store [q, kv_a] -> [q roped], weights [kv_a_norm], the
+// latent cache: cuda.rope of q then cuda.mla_cache_store of kv_a (kt-fuse-calls
+// joins them: adjacent in every MLA layer, one rope), in one launch.
+class RopeMlaStore final : public Kernel {
+ public:
+  bool capturable(const CallArgs&) const override { return true; }
+  RopeMlaStore(int device, float eps, cuda::RopeArgs r, int64_t n_heads, int64_t head_dim, int64_t offset)
+      : device_(device), eps_(eps), r_(r), n_heads_(n_heads), head_dim_(head_dim), offset_(offset) {}
+  void run(const CallArgs& a) override {
+    cuda::use_device(device_);
+    const Act &q = a.in[0], &y = a.out[0];
+    if (q.rows == 0) return;
+    const KvView& kv = *a.kv;
+    const cuda::DeviceStep st = cuda::upload_step(*a.step, a.queue);
+    cuda::with_cache_type(kv.type, [&](auto ec) {
+      using E = decltype(ec);
+      cuda::launch(cuda::rope_mla_store_kernel<E>, dim3(unsigned(q.rows), unsigned(n_heads_ + 1)),
+                   cuda::kStoreThreads, size_t(kv.v_cols) * 4, static_cast<cudaStream_t>(a.queue), q.f32(), y.f32(),
+                   y.cols, n_heads_, head_dim_, offset_, r_, MlaCacheStore::store_args<E>(a, 1, eps_, r_), st.slot,
+                   st.pos);
+    });
+    cuda::check_launch("cuda.rope_mla_store", a.queue);
+  }
+
+ private:
+  int device_;
+  float eps_;
+  cuda::RopeArgs r_;
+  int64_t n_heads_, head_dim_, offset_;
+};
+
 bool on_gpu(Binder& b) { return b.check(b.spec().device >= 0, "a CUDA kernel needs a GPU device"); }
+
+// The heads cuda.rope (and cuda.rope_mla_store's q) turns: checked against input 0.
+struct RopeHeads {
+  int64_t n_heads, head_dim, offset;
+};
+RopeHeads bind_rope_heads(Binder& b, const CallSpec& s, const cpu::ref::RopeParams& p) {
+  const RopeHeads h{b.i("n_heads"), b.i("head_dim"), b.i("offset", 0)};
+  b.in_type(0, GgmlType::F32);
+  b.out_cols(0, s.in[0].cols);
+  b.check(h.n_heads > 0 && h.head_dim > 0 && h.offset >= 0 && h.offset + p.n_dims <= h.head_dim &&
+              h.n_heads * h.head_dim <= s.in[0].cols,
+          "rope over ", h.n_heads, " heads of ", h.head_dim, " (offset ", h.offset, ", ", p.n_dims,
+          " dims) does not fit rows of ", s.in[0].cols);
+  b.check(h.n_heads <= 65534, "rope over more than 65534 heads");
+  return h;
+}
+
+// cuda.mla_cache_store's checks of input k, its norm weight and the cache.
+void bind_mla_store(Binder& b, const CallSpec& s, size_t k, const cpu::ref::RopeParams& rope) {
+  b.check(s.kv->kind == KvView::Kind::MlaLatent, "the KV cache is not a latent cache");
+  b.check(rope.n_dims == s.kv->v_cols, "rope n_dims ", rope.n_dims, " differs from the cache's ", s.kv->v_cols,
+          " rope dims");
+  b.in_cols(k, s.kv->k_cols + s.kv->v_cols);
+  b.in_type(k, GgmlType::F32);
+  b.check(s.weights[0].type == GgmlType::F32, "weight '", std::string(s.weights[0].name), "' must be F32");
+  b.weight_shape(0, s.kv->k_cols);
+}
 
 }  // namespace
 
@@ -248,16 +358,21 @@ std::unique_ptr<Kernel> make_cuda_rope(const CallSpec& s, std::string* error) {
   Binder b(s, error);
   if (!on_gpu(b) || !b.arity(1, 1, 0)) return nullptr;
   const cpu::ref::RopeParams p = read_rope_params(b);
-  const int64_t n_heads = b.i("n_heads"), head_dim = b.i("head_dim"), offset = b.i("offset", 0);
-  b.in_type(0, GgmlType::F32);
-  b.out_cols(0, s.in[0].cols);
-  b.check(n_heads > 0 && head_dim > 0 && offset >= 0 && offset + p.n_dims <= head_dim &&
-              n_heads * head_dim <= s.in[0].cols,
-          "rope over ", n_heads, " heads of ", head_dim, " (offset ", offset, ", ", p.n_dims,
-          " dims) does not fit rows of ", s.in[0].cols);
-  b.check(n_heads <= 65535, "rope over more than 65535 heads");
+  const RopeHeads h = bind_rope_heads(b, s, p);
   if (!b.ok()) return nullptr;
-  return std::make_unique<Rope>(s.device, cuda::rope_args(p), n_heads, head_dim, offset);
+  return std::make_unique<Rope>(s.device, cuda::rope_args(p), h.n_heads, h.head_dim, h.offset);
+}
+
+std::unique_ptr<Kernel> make_cuda_rope_mla_store(const CallSpec& s, std::string* error) {
+  Binder b(s, error);
+  if (!on_gpu(b) || !b.arity(2, 1, 1) || !b.needs_kv()) return nullptr;
+  const double eps = b.f("eps");
+  const cpu::ref::RopeParams p = read_rope_params(b);
+  if (!b.ok()) return nullptr;
+  const RopeHeads h = bind_rope_heads(b, s, p);
+  bind_mla_store(b, s, 1, p);
+  if (!b.ok()) return nullptr;
+  return std::make_unique<RopeMlaStore>(s.device, float(eps), cuda::rope_args(p), h.n_heads, h.head_dim, h.offset);
 }
 
 std::unique_ptr<Kernel> make_cuda_kv_store(const CallSpec& s, std::string* error) {
@@ -278,12 +393,7 @@ std::unique_ptr<Kernel> make_cuda_mla_cache_store(const CallSpec& s, std::string
   const double eps = b.f("eps");
   const cpu::ref::RopeParams rope = read_rope_params(b);
   if (!b.ok()) return nullptr;
-  b.check(s.kv->kind == KvView::Kind::MlaLatent, "the KV cache is not a latent cache");
-  b.check(rope.n_dims == s.kv->v_cols, "rope n_dims ", rope.n_dims, " differs from the cache's ", s.kv->v_cols,
-          " rope dims");
-  b.in_cols(0, s.kv->k_cols + s.kv->v_cols);
-  b.check(s.weights[0].type == GgmlType::F32, "weight '", std::string(s.weights[0].name), "' must be F32");
-  b.weight_shape(0, s.kv->k_cols);
+  bind_mla_store(b, s, 0, rope);
   return b.done(std::make_unique<MlaCacheStore>(s.device, float(eps), cuda::rope_args(rope)));
 }
 

@@ -263,6 +263,89 @@ TEST(CudaKernels, MatmulGluMatchesItsThreeCalls) {
   }
 }
 
+// cuda.matmul_multi (kt-fuse-calls' products of one input) against the
+// cuda.matmul calls it replaces: the GPU's own bits (plans with and without
+// the pass must agree) and the CPU reference's within the matmul tolerance.
+// Groups that share one launch (quantized, one type: 2-4 matrices of unequal
+// heights, biased or not; one token with more than kTwoRowBlocks blocks, two
+// rows a warp) and groups that run the products one by one (F16, tile rows);
+// rows rounded by a norm (add_rms_norm's third output) taken as a second input.
+TEST(CudaKernels, MatmulMultiMatchesItsProducts) {
+  KT_REQUIRE_GPU();
+  SplitMix64 rng(10);
+  struct Group {
+    GgmlType type;
+    int64_t n_in;
+    std::vector<int64_t> n_out;
+    bool bias;
+  };
+  uint64_t seed = 1000;
+  for (const Group& g : {Group{GgmlType::Q4_K, 512, {96, 36}, false}, Group{GgmlType::Q8_0, 96, {40, 8, 8}, true},
+                         Group{GgmlType::Q6_K, 256, {4000, 200}, false}, Group{GgmlType::IQ4_XS, 256, {5, 64, 3, 17}, true},
+                         Group{GgmlType::Q5_0, 64, {33, 31}, false}, Group{GgmlType::F16, 70, {37, 11}, true}}) {
+    std::vector<Weight> w, b;
+    for (int64_t n : g.n_out) {
+      w.push_back(Weight::random("w" + std::to_string(w.size()), g.type, g.n_in, n, 1, ++seed));
+      if (g.bias) b.push_back(Weight::f32("b" + std::to_string(b.size()), random_floats(size_t(n), rng), n));
+    }
+    for (int64_t rows : {1, 3, 13, 60}) {
+      for (bool rounded : {false, true}) {
+        if (rounded && (g.type == GgmlType::F16 || rows > 13)) continue;
+        const std::string what = std::string(type_name(g.type)) + " x" + std::to_string(g.n_out.size()) + " [" +
+                                 std::to_string(g.n_in) + "] x " + std::to_string(rows) + " rows" +
+                                 (rounded ? ", rounded by the norm" : "");
+        std::vector<Buf> in;
+        if (rounded) {
+          const int act = g.type == GgmlType::Q8_0 || g.type == GgmlType::Q5_0 ? 32 : 256;
+          Call norm = add_rms_norm_call(g.n_in, rows, rng);
+          norm.out.push_back(Buf::i32(cuda::rounded_rows_cols(g.n_in, act), rows));
+          norm.param("round_act", act);
+          const Outcome nr = run_gpu(norm);
+          ASSERT_TRUE(nr.error.empty()) << what << ": " << nr.error;
+          in = {nr.out[1], nr.out[2]};
+        } else {
+          in = {Buf::f32(g.n_in, rows, random_floats(size_t(g.n_in * rows), rng, -2, 2), 64)};
+        }
+        Call multi;
+        multi.op = "matmul_multi";
+        multi.in = in;
+        for (size_t i = 0; i < w.size(); ++i) {
+          multi.weights.push_back(w[i]);
+          multi.out.push_back(Buf::f32(g.n_out[i], rows, {}, 64));
+        }
+        multi.weights.insert(multi.weights.end(), b.begin(), b.end());
+        const Outcome fused = run_gpu(multi);
+        ASSERT_TRUE(fused.error.empty()) << what << ": " << fused.error;
+        for (size_t i = 0; i < w.size(); ++i) {
+          Call c;
+          c.op = "matmul";
+          c.in = {in[0]};
+          c.weights.push_back(w[i]);
+          if (g.bias) c.weights.push_back(b[i]);
+          c.out.push_back(Buf::f32(g.n_out[i], rows, {}, 64));
+          const Outcome one = run_gpu(c), want = run_cpu(c);
+          ASSERT_TRUE(one.error.empty() && want.error.empty()) << what << ": " << one.error << want.error;
+          const auto got = fused.out[i].floats(), own = one.out[0].floats();
+          ASSERT_TRUE(all_finite(got)) << what << ", product " << i << ": unwritten (NaN) or non-finite values";
+          EXPECT_EQ(std::memcmp(got.data(), own.data(), got.size() * 4), 0)
+              << what << ", product " << i << ": not cuda.matmul's bits, max abs " << max_abs(got, own);
+          const double e = rel_l2(got, want.out[0].floats());
+          note("matmul_multi (ggml)", e);
+          EXPECT_LE(e, matmul_tol(g.type, Rounding::GgmlCpu, rows)) << what << ", product " << i << ": rel L2 " << e;
+        }
+      }
+    }
+  }
+  // Products of different widths are refused at bind.
+  Call c;
+  c.op = "matmul_multi";
+  c.in.push_back(Buf::f32(256, 1, random_floats(256, rng)));
+  c.weights = {Weight::random("a", GgmlType::Q4_K, 256, 8, 1, 1098), Weight::random("b", GgmlType::Q4_K, 512, 8, 1, 1099)};
+  c.out = {Buf::f32(8, 1), Buf::f32(8, 1)};
+  const Outcome bad = run_gpu(c);
+  EXPECT_NE(bad.error.find("'b'"), std::string::npos) << bad.error;
+}
+
 // add_rms_norm's rounded output (kt-fuse-calls: the norm rounds its rows where
 // it writes them) read by cuda.matmul and cuda.matmul_glu: the same bits as the
 // products rounding the rows themselves, for Q8_K and Q8_0 blocks; a buffer of
@@ -409,9 +492,58 @@ TEST(CudaKernels, MlaCacheStore) {
   }
 }
 
+// cuda.rope_mla_store (kt-fuse-calls' q rope and latent cache store) against
+// the two calls on the GPU: q's roped rows and both caches bit for bit, both
+// cache types, V2-Lite's shapes and small ones, several sequences in a step.
+TEST(CudaKernels, RopeMlaStoreMatchesItsTwoCalls) {
+  KT_REQUIRE_GPU();
+  SplitMix64 rng(14);
+  struct Shape {
+    int64_t r, dr, n_heads, d_nope;
+  };
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16}) {
+    for (const Shape sh : {Shape{64, 16, 4, 32}, Shape{512, 64, 16, 128}}) {
+      const int64_t head_dim = sh.d_nope + sh.dr, rows = 4;
+      const Buf q = Buf::f32(sh.n_heads * head_dim, rows, random_floats(size_t(sh.n_heads * head_dim * rows), rng, -3, 3));
+      const Buf kv = Buf::f32(sh.r + sh.dr, rows, random_floats(size_t((sh.r + sh.dr) * rows), rng, -3, 3));
+      const Weight norm = Weight::f32("kv_a_norm", random_floats(size_t(sh.r), rng, 0.5f, 1.5f), sh.r);
+      auto call = [&](const char* op) {
+        Call c;
+        c.op = op;
+        c.kv = std::make_unique<Kv>(random_kv(kern::KvView::Kind::MlaLatent, t, 2, 300, 1, sh.r, sh.dr, 9));
+        c.step.add_run(1, 3, 3);
+        c.step.add_run(0, 299, 1);
+        rope_params(c, int(sh.dr), 0, true, int(sh.n_heads), int(head_dim), int(sh.d_nope));
+        return c;
+      };
+      Call rope = call("rope");
+      rope.kv.reset();
+      rope.in.push_back(q);
+      rope.out.push_back(Buf::f32(q.cols, rows));
+      Call store = call("mla_cache_store");
+      store.in.push_back(kv);
+      store.weights.push_back(norm);
+      store.paramf("eps", 1e-6);
+      Call fused = call("rope_mla_store");
+      fused.in = {q, kv};
+      fused.out.push_back(Buf::f32(q.cols, rows));
+      fused.weights.push_back(norm);
+      fused.paramf("eps", 1e-6);
+      const Outcome a = run_gpu(rope), b = run_gpu(store), f = run_gpu(fused);
+      const std::string what = std::string(type_name(t)) + " r " + std::to_string(sh.r);
+      ASSERT_TRUE(a.error.empty() && b.error.empty() && f.error.empty()) << what << ": " << a.error << b.error << f.error;
+      const auto qa = a.out[0].floats(), qf = f.out[0].floats();
+      ASSERT_TRUE(all_finite(qf)) << what;
+      EXPECT_EQ(std::memcmp(qa.data(), qf.data(), qa.size() * 4), 0) << what << ": q, max abs " << max_abs(qa, qf);
+      EXPECT_EQ(b.k, f.k) << what << ": latent cache";
+      EXPECT_EQ(b.v, f.v) << what << ": rope-key cache";
+    }
+  }
+}
+
 TEST(CudaKernels, EveryKernelTheLoweringEmitsIsRegistered) {
   for (const char* n : {"embed", "rms_norm", "add", "silu_mul", "sigmoid_gate_add", "select_rows", "matmul",
-                        "matmul_glu", "rope",
+                        "matmul_glu", "matmul_multi", "rope", "rope_mla_store",
                         "kv_store", "attention", "mla_cache_store", "mla_attention", "mla_attention_absorbed",
                         "moe_gate", "moe_experts", "upload", "download", "peer_copy"})
     EXPECT_NE(kern::find_kernel(std::string("cuda.") + n), nullptr) << n;
