@@ -192,7 +192,9 @@ def FuseCalls : Pass<"kt-fuse-calls", "::mlir::ModuleOp"> {
     those "cuda.matmul" / "cuda.matmul_glu" calls read as a second input.
     Two to four "cuda.matmul" of the same inputs over quantized weights of
     one type become "cuda.matmul_multi" (one launch), and q's "cuda.rope"
-    right before "cuda.mla_cache_store" becomes "cuda.rope_mla_store".
+    right before "cuda.mla_cache_store" becomes "cuda.rope_mla_store",
+    and that with the "cuda.mla_attention_absorbed" of its roped rows
+    "cuda.mla_attention_store".
   }];
   let dependentDialects = ["::kt::exec::KtExecDialect"];
 }

@@ -44,6 +44,10 @@
 //   the rope's)  => cuda.rope_mla_store [q, kv] -> [qr], weights [kv norm]
 // (q's rope and the latent cache's store in one launch, kernels/cuda/
 // cuda_rope.cu).
+//   cuda.rope_mla_store [q, kv] -> [qr];  cuda.mla_attention_absorbed [qr]
+//   (qr read by nothing else)  => cuda.mla_attention_store [q, kv] -> [o]
+// (a decoding token's rope, cache store and q_abs in one launch, side by
+// side, kernels/cuda/cuda_mla.cu).
 // The fused kernels compute the same operations in the same order, so plans
 // with and without the pass give the same bits.
 //
@@ -86,6 +90,7 @@ class FuseCallsPass : public impl::FuseCallsBase<FuseCallsPass> {
       share_rounding(phase, weight_types);
       fuse_products(phase, weight_types);
       fuse_rope_store(phase);
+      fuse_attention_store(phase);
     });
   }
 
@@ -348,6 +353,46 @@ class FuseCallsPass : public impl::FuseCallsBase<FuseCallsPass> {
       store.erase();
       ++i;
     }
+  }
+
+  // cuda.rope_mla_store [q, kv] -> [qr] right before cuda.mla_attention_absorbed
+  // [qr] -> [o] over the same cache, qr read by nothing else, the two calls'
+  // common params equal: cuda.mla_attention_store [q, kv] -> [o], weights the
+  // attention's then the store's norm, the params of both.
+  void fuse_attention_store(exec::PhaseOp phase) {
+    llvm::SmallVector<exec::CallOp> calls(phase.getBody().front().getOps<exec::CallOp>());
+    const llvm::StringMap<int> reads = read_counts(phase, calls);
+    llvm::StringSet<> dead;
+    for (size_t i = 0; i + 1 < calls.size(); ++i) {
+      exec::CallOp st = calls[i], at = calls[i + 1];
+      if (st.getKernel() != "cuda.rope_mla_store" || at.getKernel() != "cuda.mla_attention_absorbed" ||
+          st.getDevice() != at.getDevice() || st.getKvAttr() != at.getKvAttr() || !at.getInputs() ||
+          at.getInputs().size() != 1 || st.getOutputs().size() != 1 || st.getWeights().size() != 1)
+        continue;
+      const std::string qr = str(st.getOutputs()[0]);
+      if (str(at.getInputs()[0]) != qr || reads.lookup(qr) != 1) continue;
+      llvm::SmallVector<mlir::NamedAttribute> params(at.getParams().begin(), at.getParams().end());
+      bool same = true;
+      for (mlir::NamedAttribute p : st.getParams()) {
+        if (mlir::Attribute v = at.getParams().get(p.getName()))
+          same &= v == p.getValue();
+        else
+          params.push_back(p);
+      }
+      if (!same) continue;
+      mlir::OpBuilder b(at);
+      llvm::SmallVector<mlir::Attribute> weights(at.getWeights().begin(), at.getWeights().end());
+      weights.push_back(st.getWeights()[0]);
+      exec::CallOp::create(b, at.getLoc(), "cuda.mla_attention_store", at.getDevice(), st.getInputs(),
+                           at.getOutputs(), b.getArrayAttr(weights), at.getKvAttr(), b.getDictionaryAttr(params),
+                           at.getLayer(), at.getPath());
+      dead.insert(qr);
+      st.erase();
+      at.erase();
+      ++i;
+    }
+    for (auto buf : llvm::make_early_inc_range(phase.getBody().front().getOps<exec::BufferOp>()))
+      if (dead.contains(buf.getSymName())) buf.erase();
   }
 
   // cuda.matmul [x] or [x, x rounded] -> [y], weights [w] or [w, bias], no

@@ -24,6 +24,9 @@ std::span<const KernelEntry> cuda_kernels() {
        "cuda.rope of q and cuda.mla_cache_store of kv_a in one launch (kt-fuse-calls)"},
       {"cuda.mla_attention", make_cuda_mla_attention, "MLA (computed in absorbed form over the latent cache)"},
       {"cuda.mla_attention_absorbed", make_cuda_mla_attention_absorbed, "MLA in absorbed form over the latent cache"},
+      {"cuda.mla_attention_store", make_cuda_mla_attention_store,
+       "cuda.rope_mla_store then cuda.mla_attention_absorbed; one launch for the rope, store and q_abs of a token "
+       "(kt-fuse-calls)"},
       {"cuda.moe_gate", make_cuda_moe_gate, "MoE router: scores, (grouped) top-k, weights"},
       {"cuda.moe_experts", make_cuda_moe_experts, "routed SwiGLU experts on the GPU"},
       {"cuda.moe_ffn", make_cuda_moe_ffn,

@@ -39,6 +39,7 @@ std::unique_ptr<Kernel> make_cuda_mla_cache_store(const CallSpec&, std::string*)
 std::unique_ptr<Kernel> make_cuda_rope_mla_store(const CallSpec&, std::string*);
 std::unique_ptr<Kernel> make_cuda_mla_attention(const CallSpec&, std::string*);
 std::unique_ptr<Kernel> make_cuda_mla_attention_absorbed(const CallSpec&, std::string*);
+std::unique_ptr<Kernel> make_cuda_mla_attention_store(const CallSpec&, std::string*);
 std::unique_ptr<Kernel> make_cuda_moe_gate(const CallSpec&, std::string*);
 std::unique_ptr<Kernel> make_cuda_moe_experts(const CallSpec&, std::string*);
 std::unique_ptr<Kernel> make_cuda_moe_ffn(const CallSpec&, std::string*);

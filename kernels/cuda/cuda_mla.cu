@@ -11,6 +11,11 @@
 // Rounding::GgmlCpu rounds each cached latent as kv_b's (v_b's) products see it
 // (ops_ref.h round_activations), as the CPU kernel does.
 //
+// cuda.mla_attention_store (kt-fuse-calls) is cuda.rope_mla_store then the
+// absorbed attention in one call: inputs q (unroped) and kv_a, the last weight
+// kv_a's norm; one decoding token's rope, cache store and step 1 share one
+// launch (mla_prepare_one).
+//
 // Compared with cpu.mla_attention under GgmlCpu (which rounds its decompressed
 // K, V, queries and probabilities to F16 as llama.cpp's F16 cache would), the
 // absorbed form has no such rounding: the two differ by F16 noise (~1e-3).
@@ -22,7 +27,9 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/cuda_launch.cuh"
 #include "kernels/cuda/cuda_quant.cuh"
+#include "kernels/cuda/cuda_rope.cuh"
 #include "kernels/cuda/cuda_types.cuh"
+#include "kernels/cpu/rope_params.h"
 #include "kernels/kernel_bind.h"
 
 namespace kt::cuda {
@@ -134,6 +141,43 @@ __global__ void __launch_bounds__(128) mla_q_abs_split(const float* __restrict__
   }
 }
 
+// One decoding token's preparation for cuda.mla_attention_store, in one
+// launch: block 0 stores the token's kv_a row into the latent cache
+// (mla_store_block), blocks 1 .. H rope head h - 1's q_pe into qcat, and the
+// blocks past them take q_abs's rows from k_b (a warp a row (h, c), as
+// mla_q_abs_split<T, 1> sums it), all side by side where cuda.rope_mla_store
+// and the attention's q_abs were two launches one after the other. qcat holds
+// the bits those two would have written.
+template <GgmlType T, class E>
+__global__ void __launch_bounds__(kStoreThreads)
+    mla_prepare_one(const float* __restrict__ q, MlaDims m, const uint8_t* __restrict__ w, uint64_t row_bytes,
+                    uint64_t mat_bytes, float* __restrict__ qcat, RopeArgs ra, const __grid_constant__ MlaStore<E> st,
+                    const int32_t* __restrict__ slot, const int32_t* __restrict__ pos) {
+  constexpr int kWarps = kStoreThreads / 32;
+  const int lane = threadIdx.x & 31;
+  const int b = int(blockIdx.x);
+  const int64_t row = int64_t(b - 1 - m.H) * kWarps + (threadIdx.x >> 5);  // q_abs's (h, c) = (row / r, row % r)
+  const bool qabs = b > m.H && row < int64_t(m.H) * m.r;
+  const uint8_t* wr = qabs ? w + uint64_t(row / m.r) * mat_bytes + uint64_t(row % m.r) * row_bytes : nullptr;
+  if (qabs && lane == 0) prefetch_l2(wr, row_bytes);
+  wait_for_inputs();
+  const int qc = m.r + m.dr;
+  if (b == 0) {
+    mla_store_block(st, slot, pos, 0);
+  } else if (b <= m.H) {
+    const int h = b - 1;
+    for (int i = threadIdx.x; i < ra.n_dims / 2; i += blockDim.x)
+      rope_pair(ra, pos[0], i, q + int64_t(h) * (m.dn + m.dr) + m.dn, qcat + int64_t(h) * qc + m.r);
+  } else if (qabs) {
+    const int h = int(row / m.r), c = int(row % m.r);
+    const float* qh = q + int64_t(h) * (m.dn + m.dr);
+    float acc = 0.0f;
+    for (int j = lane; j < m.dn; j += 32) acc = fmaf(deq1<T>(wr, j), qh[j], acc);
+    const float sum = warp_sum(acc);
+    if (lane == 0) qcat[int64_t(h) * qc + c] = sum;
+  }
+}
+
 // One warp per output row (h, i): out[t][h dv + i] = W_V_h[i] . o_lat[t][h];
 // W_V_h[i] is kv_b row h (dn + dv) + dn + i, or v_b row (i, h) (split). NT as
 // in mla_q_abs_split.
@@ -191,6 +235,13 @@ class CudaMla final : public Kernel {
     cuda::AttnArgs attn;
     int64_t chunk_tokens;
     uint64_t partial_floats;
+    // cuda.mla_attention_store: q's rope and kv_a's cache store come first
+    // (input 1 kv_a, the last weight its norm), in one launch with q_abs for
+    // a decoding token.
+    bool store = false;
+    float eps = 0.0f;
+    cuda::RopeArgs rope{};
+    int64_t max_rows = 0;  // q's rows at most: the roped rows' room in the workspace
   };
   explicit CudaMla(Setup s) : s_(s) {}
 
@@ -208,27 +259,32 @@ class CudaMla final : public Kernel {
     float* partial = olat + s_.chunk_tokens * m.H * m.r;
     const uint8_t* wk = a.weights[0].bytes();
     const uint8_t* wv = s_.split ? a.weights[1].bytes() : wk;
+    const float* qf = q.f32();
+    bool prepared = false;  // qcat of the first chunk written, with the store
+    if (s_.store) prepared = store(a, st, qcat, partial + s_.partial_floats, &qf);
     // A decode token takes the kernels' one-token variants (mla_q_abs_split, mla_out).
     using One = std::integral_constant<int, 1>;
     using Tok = std::integral_constant<int, cuda::kTok>;
     for (int64_t t0 = 0; t0 < q.rows; t0 += s_.chunk_tokens) {
       const int64_t nt = std::min(s_.chunk_tokens, q.rows - t0);
       const unsigned tok_blocks = unsigned(cuda::ceil_div(nt, cuda::kTok));
-      cuda::with_type(s_.k_type, [&](auto tc) {
+      const float* q_t0 = qf + t0 * q.cols;
+      if (!prepared) cuda::with_type(s_.k_type, [&](auto tc) {
         constexpr GgmlType T = decltype(tc)::value;
         if (s_.split) {
           const dim3 grid(unsigned(cuda::ceil_div(int64_t(m.H) * qc, 4)), tok_blocks);
           auto go = [&](auto ntc) {
-            cuda::launch(cuda::mla_q_abs_split<T, decltype(ntc)::value>, grid, 128, 0, stream, q.row(t0), nt, m, wk,
+            cuda::launch(cuda::mla_q_abs_split<T, decltype(ntc)::value>, grid, 128, 0, stream, q_t0, nt, m, wk,
                          s_.k_row, s_.k_mat, qcat);
           };
           nt == 1 ? go(One{}) : go(Tok{});
         } else {
           const dim3 grid(unsigned(cuda::ceil_div(qc, 128)), unsigned(m.H), tok_blocks);
-          cuda::launch(cuda::mla_q_abs<T>, grid, dim3(128, cuda::kQabsSplit), 0, stream, q.row(t0), nt, m, wk, s_.k_row,
+          cuda::launch(cuda::mla_q_abs<T>, grid, dim3(128, cuda::kQabsSplit), 0, stream, q_t0, nt, m, wk, s_.k_row,
                        qcat);
         }
       });
+      prepared = false;
       cuda::check_launch("cuda mla (q_abs)", a.queue);
 
       cuda::AttnArgs at = s_.attn;
@@ -271,6 +327,39 @@ class CudaMla final : public Kernel {
   }
 
  private:
+  // cuda.mla_attention_store's first part: kv_a's rows (input 1) into the
+  // cache and q's rope. One token with k_b: one launch (mla_prepare_one)
+  // that also writes q_abs into qcat: true. Otherwise cuda.rope_mla_store's
+  // kernel ropes q into qr (the workspace past the attention's partials) and
+  // *q points there: false, q_abs still to come.
+  bool store(const CallArgs& a, const cuda::DeviceStep& st, float* qcat, float* qr, const float** q) const {
+    const Act &x = a.in[0], &kv_a = a.in[1];
+    const cuda::MlaDims& m = s_.m;
+    const KvView& kv = *a.kv;
+    const float* norm = a.weights.back().f32();
+    auto stream = static_cast<cudaStream_t>(a.queue);
+    bool one = false;
+    cuda::with_cache_type(kv.type, [&](auto ec) {
+      using E = decltype(ec);
+      const cuda::MlaStore<E> sa = cuda::mla_store_args<E>(kv_a.f32(), kv_a.cols, kv, norm, s_.eps, s_.rope);
+      if (x.rows == 1 && s_.split) {
+        const unsigned blocks = unsigned(1 + m.H + cuda::ceil_div(int64_t(m.H) * m.r, cuda::kStoreThreads / 32));
+        cuda::with_type(s_.k_type, [&](auto tc) {
+          constexpr GgmlType T = decltype(tc)::value;
+          cuda::launch(cuda::mla_prepare_one<T, E>, blocks, cuda::kStoreThreads, size_t(m.dr) * 4, stream, x.f32(), m,
+                       a.weights[0].bytes(), s_.k_row, s_.k_mat, qcat, s_.rope, sa, st.slot, st.pos);
+        });
+        one = true;
+      } else {
+        cuda::launch_rope_mla_store<E>(x.f32(), qr, x.rows, x.cols, m.H, m.dn + m.dr, m.dn, s_.rope, sa, st.slot,
+                                       st.pos, stream);
+        *q = qr;
+      }
+    });
+    cuda::check_launch("cuda mla (rope and cache store)", a.queue);
+    return one;
+  }
+
   // Tokens [t0, t0 + nt)'s heads per block and split of the cache.
   void split(cuda::AttnArgs& at, const CallArgs& a, int64_t t0, int64_t nt) const {
     int max_pos = 0;
@@ -299,10 +388,14 @@ int latent_rounding(GgmlType t) {
   }
 }
 
-std::unique_ptr<Kernel> make_mla(const CallSpec& s, std::string* error) {
+// store: cuda.mla_attention_store (inputs q and kv_a, the last weight kv_a's
+// norm, the rope's params and eps).
+std::unique_ptr<Kernel> make_mla(const CallSpec& s, std::string* error, bool store) {
   Binder b(s, error);
-  if (!b.check(s.device >= 0, "a CUDA kernel needs a GPU device") || !b.arity(1, 1, 1, 2) || !b.needs_kv())
+  if (!b.check(s.device >= 0, "a CUDA kernel needs a GPU device") ||
+      !(store ? b.arity(2, 1, 2, 3) : b.arity(1, 1, 1, 2)) || !b.needs_kv())
     return nullptr;
+  const size_t n_w = s.weights.size() - (store ? 1 : 0);  // the attention's: kv_b, or k_b and v_b
   cuda::MlaDims m;
   m.H = int(b.i("n_heads"));
   m.dn = int(b.i("d_nope"));
@@ -316,8 +409,8 @@ std::unique_ptr<Kernel> make_mla(const CallSpec& s, std::string* error) {
           "the KV cache is not a latent cache of ", m.r, " + ", m.dr);
   b.in_cols(0, int64_t(m.H) * (m.dn + m.dr));
   b.out_cols(0, int64_t(m.H) * m.dv);
-  const bool split = s.weights.size() == 2;
-  for (size_t k = 0; k < s.weights.size(); ++k)
+  const bool split = n_w == 2;
+  for (size_t k = 0; k < n_w; ++k)
     b.check(cuda::cuda_type(s.weights[k].type), "weight '", std::string(s.weights[k].name), "': type ",
             std::string(type_name(s.weights[k].type)), " has no CUDA kernels");
   if (!split) {
@@ -332,6 +425,21 @@ std::unique_ptr<Kernel> make_mla(const CallSpec& s, std::string* error) {
   b.check(round_lat != 3 || m.r % 32 == 0, "kv_lora_rank ", m.r, " does not fill blocks of 32");
   b.check(round_lat != 4 || m.r % 256 == 0, "kv_lora_rank ", m.r, " does not fill blocks of 256");
   b.check(s.in[0].max_rows <= 65535 * cuda::kTok, "too many tokens in a step");
+  cpu::ref::RopeParams rope;
+  double eps = 0;
+  if (store && b.ok()) {
+    eps = b.f("eps");
+    rope = read_rope_params(b);
+    if (!b.ok()) return nullptr;
+    b.check(rope.n_dims == m.dr && b.i("offset", 0) == m.dn && b.i("head_dim") == m.dn + m.dr,
+            "the rope (", rope.n_dims, " dims at ", b.i("offset", 0), " of ", b.i("head_dim"),
+            ") is not q_pe's (", m.dr, " at ", m.dn, ")");
+    b.in_cols(1, int64_t(m.r) + m.dr);
+    b.in_type(1, GgmlType::F32);
+    b.check(s.weights.back().type == GgmlType::F32, "weight '", std::string(s.weights.back().name), "' must be F32");
+    b.weight_shape(n_w, m.r);
+    b.check(m.dr <= cuda::kStoreThreads * 4 && s.in[1].max_rows >= s.in[0].max_rows, "bad kv_a rows");
+  }
   if (!b.ok()) return nullptr;
 
   CudaMla::Setup st;
@@ -370,17 +478,30 @@ std::unique_ptr<Kernel> make_mla(const CallSpec& s, std::string* error) {
   const uint64_t per_token = uint64_t(m.H) * (2 * m.r + m.dr) * 4;
   st.chunk_tokens = std::max<int64_t>(1, std::min<int64_t>(s.in[0].max_rows, int64_t(kMlaChunkBytes / per_token)));
   st.partial_floats = cuda::partial_floats_bound(m.H, a.gh, m.r, cuda::sm_count(s.device));
-  const uint64_t bytes = uint64_t(st.chunk_tokens) * per_token + st.partial_floats * 4;
+  uint64_t bytes = uint64_t(st.chunk_tokens) * per_token + st.partial_floats * 4;
+  if (store) {
+    st.store = true;
+    st.eps = float(eps);
+    st.rope = cuda::rope_args(rope);
+    st.max_rows = s.in[0].max_rows;
+    bytes += uint64_t(st.max_rows) * uint64_t(m.H) * (m.dn + m.dr) * 4;  // q roped, steps of several tokens
+  }
   if (!cuda::reserve_workspace(s.device, bytes, error)) return nullptr;
   return std::make_unique<CudaMla>(st);
 }
 
 }  // namespace
 
-std::unique_ptr<Kernel> make_cuda_mla_attention(const CallSpec& s, std::string* error) { return make_mla(s, error); }
+std::unique_ptr<Kernel> make_cuda_mla_attention(const CallSpec& s, std::string* error) {
+  return make_mla(s, error, false);
+}
 
 std::unique_ptr<Kernel> make_cuda_mla_attention_absorbed(const CallSpec& s, std::string* error) {
-  return make_mla(s, error);
+  return make_mla(s, error, false);
+}
+
+std::unique_ptr<Kernel> make_cuda_mla_attention_store(const CallSpec& s, std::string* error) {
+  return make_mla(s, error, true);
 }
 
 }  // namespace kt::kern

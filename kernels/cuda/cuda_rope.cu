@@ -16,18 +16,10 @@
 #include "kernels/cuda/cuda_context.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/cuda_launch.cuh"
+#include "kernels/cuda/cuda_rope.cuh"
 #include "kernels/kernel_bind.h"
 
 namespace kt::cuda {
-
-namespace {
-
-struct RopeArgs {
-  int n_dims;
-  bool neox;
-  float freq_scale, ext_factor, mscale, theta_scale;
-  float corr0, corr1;
-};
 
 RopeArgs rope_args(const cpu::ref::RopeParams& p) {
   RopeArgs r;
@@ -45,25 +37,7 @@ RopeArgs rope_args(const cpu::ref::RopeParams& p) {
   return r;
 }
 
-// Pair i (of n_dims / 2) of the head at src, rotated at position pos, into the
-// same places of dst (src may be dst).
-__device__ __forceinline__ void rope_pair(const RopeArgs& r, int32_t pos, int i, const float* src, float* dst) {
-  float theta_extrap = float(pos);
-  for (int k = 0; k < i; ++k) theta_extrap = __fmul_rn(theta_extrap, r.theta_scale);
-  const float theta_interp = __fmul_rn(r.freq_scale, theta_extrap);
-  float theta = theta_interp;
-  if (r.ext_factor != 0.0f) {
-    const float y = __fdiv_rn(__fsub_rn(float(i), r.corr0), fmaxf(0.001f, __fsub_rn(r.corr1, r.corr0)));
-    const float ramp = __fsub_rn(1.0f, fminf(1.0f, fmaxf(0.0f, y)));
-    const float mix = __fmul_rn(ramp, r.ext_factor);
-    theta = __fadd_rn(__fmul_rn(theta_interp, __fsub_rn(1.0f, mix)), __fmul_rn(theta_extrap, mix));
-  }
-  const float c = __fmul_rn(cosf(theta), r.mscale), s = __fmul_rn(sinf(theta), r.mscale);
-  const int a = r.neox ? i : 2 * i, b = r.neox ? i + r.n_dims / 2 : 2 * i + 1;
-  const float x0 = src[a], x1 = src[b];
-  dst[a] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
-  dst[b] = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
-}
+namespace {
 
 // Block (t, h): the n_dims / 2 pairs of head h of token t, from x into y. Out
 // of place (x != y), the block also copies the head's other values, and block
@@ -91,16 +65,6 @@ __global__ void rope_kernel(const float* x, float* y, int64_t cols, int64_t n_he
 }
 
 template <class E>
-__device__ __forceinline__ void store_as(E* dst, float v) {
-  if constexpr (std::is_same_v<E, float>)
-    *dst = v;
-  else if constexpr (std::is_same_v<E, __half>)
-    *dst = __float2half_rn(v);
-  else
-    *dst = __float2bfloat16_rn(v);
-}
-
-template <class E>
 __global__ void kv_store_kernel(const float* __restrict__ k, const float* __restrict__ v, int64_t k_cols,
                                 int64_t v_cols, const int32_t* __restrict__ slot, const int32_t* __restrict__ pos,
                                 int64_t n_ctx, E* __restrict__ kc, E* __restrict__ vc) {
@@ -109,67 +73,6 @@ __global__ void kv_store_kernel(const float* __restrict__ k, const float* __rest
   const int64_t row = int64_t(slot[t]) * n_ctx + pos[t];
   for (int64_t c = threadIdx.x; c < k_cols; c += blockDim.x) store_as(kc + row * k_cols + c, k[t * k_cols + c]);
   for (int64_t c = threadIdx.x; c < v_cols; c += blockDim.x) store_as(vc + row * v_cols + c, v[t * v_cols + c]);
-}
-
-// Block t: rms_norm(kv_a[t][0, r)) * norm into the latent cache, rope(kv_a[t][r,
-// r + dr)) into the rope-key cache, at (slot[t], pos[t]). A decode token is one
-// block, so its time is a chain of latencies: every load is issued before the
-// first sum (the latent values and norm weights in registers, up to kStoreRegs
-// a thread; the rope part into shared memory), and the rope's pairs rotate
-// while the latent row is stored.
-constexpr int kStoreRegs = 4;
-constexpr int kStoreThreads = 256;
-// The arguments of one MLA cache store (a kernel parameter).
-template <class E>
-struct MlaStore {
-  const float* x;  // the kv_a product's rows
-  int64_t cols, r, dr;
-  const float* norm;
-  float eps;
-  RopeArgs ra;
-  int64_t n_ctx;
-  E* lat;
-  E* pe;
-};
-
-// Needs dr floats of dynamic shared memory and kStoreThreads threads.
-template <class E>
-__device__ __forceinline__ void mla_store_block(const MlaStore<E>& a, const int32_t* __restrict__ slot,
-                                                const int32_t* __restrict__ pos, int64_t t) {
-  extern __shared__ float pe_s[];  // dr values
-  __shared__ double red[32];
-  const float* __restrict__ x = a.x;
-  const float* __restrict__ norm = a.norm;
-  E* __restrict__ lat = a.lat;
-  E* __restrict__ pe = a.pe;
-  const int64_t cols = a.cols, r = a.r, dr = a.dr;
-  const RopeArgs& ra = a.ra;
-  const float* row = x + t * cols;
-  const int64_t cache_row = int64_t(slot[t]) * a.n_ctx + pos[t];
-  const int32_t p = pos[t];
-  for (int64_t i = threadIdx.x; i < dr; i += blockDim.x) pe_s[i] = row[r + i];
-  const int64_t step = blockDim.x;
-  if (r <= kStoreRegs * step) {
-    float v[kStoreRegs], nv[kStoreRegs];
-    const double ss = load_row_sum_squares(row, norm, r, v, nv, red);  // its barrier publishes pe_s
-    for (int i = threadIdx.x; i < ra.n_dims / 2; i += blockDim.x) rope_pair(ra, p, i, pe_s, pe_s);
-    const double inv = 1.0 / sqrt(ss / double(r) + double(a.eps));
-#pragma unroll
-    for (int k = 0; k < kStoreRegs; ++k) {
-      const int64_t i = threadIdx.x + k * step;
-      if (i < r) store_as(lat + cache_row * r + i, float(double(v[k]) * inv * double(nv[k])));
-    }
-  } else {
-    double ss = 0.0;
-    for (int64_t i = threadIdx.x; i < r; i += step) ss += double(row[i]) * double(row[i]);
-    ss = block_sum(ss, red);
-    for (int i = threadIdx.x; i < ra.n_dims / 2; i += blockDim.x) rope_pair(ra, p, i, pe_s, pe_s);
-    const double inv = 1.0 / sqrt(ss / double(r) + double(a.eps));
-    for (int64_t i = threadIdx.x; i < r; i += step)
-      store_as(lat + cache_row * r + i, float(double(row[i]) * inv * double(norm[i])));
-  }
-  __syncthreads();
-  for (int64_t i = threadIdx.x; i < dr; i += blockDim.x) store_as(pe + cache_row * dr + i, pe_s[i]);
 }
 
 template <class E>
@@ -196,17 +99,24 @@ __global__ void __launch_bounds__(kStoreThreads)
     mla_store_block(a, slot, pos, blockIdx.x);
 }
 
-template <class F>
-void with_cache_type(GgmlType t, F&& f) {
-  if (t == GgmlType::F16)
-    f(__half{});
-  else if (t == GgmlType::BF16)
-    f(__nv_bfloat16{});
-  else
-    f(float{});
-}
-
 }  // namespace
+
+template <class E>
+void launch_rope_mla_store(const float* q, float* qr, int64_t rows, int64_t q_cols, int64_t n_heads, int64_t head_dim,
+                           int64_t offset, const RopeArgs& r, const MlaStore<E>& a, const int32_t* slot,
+                           const int32_t* pos, cudaStream_t s) {
+  launch(rope_mla_store_kernel<E>, dim3(unsigned(rows), unsigned(n_heads + 1)), kStoreThreads, size_t(a.dr) * 4, s, q,
+         qr, q_cols, n_heads, head_dim, offset, r, a, slot, pos);
+}
+template void launch_rope_mla_store<float>(const float*, float*, int64_t, int64_t, int64_t, int64_t, int64_t,
+                                           const RopeArgs&, const MlaStore<float>&, const int32_t*, const int32_t*,
+                                           cudaStream_t);
+template void launch_rope_mla_store<__half>(const float*, float*, int64_t, int64_t, int64_t, int64_t, int64_t,
+                                            const RopeArgs&, const MlaStore<__half>&, const int32_t*, const int32_t*,
+                                            cudaStream_t);
+template void launch_rope_mla_store<__nv_bfloat16>(const float*, float*, int64_t, int64_t, int64_t, int64_t, int64_t,
+                                                   const RopeArgs&, const MlaStore<__nv_bfloat16>&, const int32_t*,
+                                                   const int32_t*, cudaStream_t);
 
 }  // namespace kt::cuda
 
@@ -281,9 +191,7 @@ class MlaCacheStore final : public Kernel {
   // The store of input k's rows into the call's latent cache.
   template <class E>
   static cuda::MlaStore<E> store_args(const CallArgs& a, size_t k, float eps, const cuda::RopeArgs& r) {
-    const KvView& kv = *a.kv;
-    return {a.in[k].f32(), a.in[k].cols, kv.k_cols,           kv.v_cols, a.weights[0].f32(), eps, r, kv.n_ctx,
-            static_cast<E*>(kv.k), static_cast<E*>(kv.v)};
+    return cuda::mla_store_args<E>(a.in[k].f32(), a.in[k].cols, *a.kv, a.weights[0].f32(), eps, r);
   }
 
  private:
@@ -308,10 +216,9 @@ class RopeMlaStore final : public Kernel {
     const cuda::DeviceStep st = cuda::upload_step(*a.step, a.queue);
     cuda::with_cache_type(kv.type, [&](auto ec) {
       using E = decltype(ec);
-      cuda::launch(cuda::rope_mla_store_kernel<E>, dim3(unsigned(q.rows), unsigned(n_heads_ + 1)),
-                   cuda::kStoreThreads, size_t(kv.v_cols) * 4, static_cast<cudaStream_t>(a.queue), q.f32(), y.f32(),
-                   y.cols, n_heads_, head_dim_, offset_, r_, MlaCacheStore::store_args<E>(a, 1, eps_, r_), st.slot,
-                   st.pos);
+      cuda::launch_rope_mla_store<E>(q.f32(), y.f32(), q.rows, y.cols, n_heads_, head_dim_, offset_, r_,
+                                     MlaCacheStore::store_args<E>(a, 1, eps_, r_), st.slot, st.pos,
+                                     static_cast<cudaStream_t>(a.queue));
     });
     cuda::check_launch("cuda.rope_mla_store", a.queue);
   }

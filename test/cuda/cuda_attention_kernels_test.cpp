@@ -135,5 +135,94 @@ TEST(CudaKernels, MlaAbsorbedAndDecompressed) {
   }
 }
 
+// cuda.mla_attention_store (kt-fuse-calls' cuda.rope_mla_store and
+// cuda.mla_attention_absorbed in one call) against the two calls on the GPU:
+// the output and both caches bit for bit. One decoding token with k_b takes the
+// one-launch preparation (rope, store and q_abs side by side); several tokens,
+// and kv_b, take the two kernels.
+TEST(CudaKernels, MlaAttentionStoreMatchesItsTwoCalls) {
+  KT_REQUIRE_GPU();
+  SplitMix64 rng(17);
+  const MlaShape tiny{4, 32, 16, 32, 64}, v2{16, 128, 64, 128, 512};
+  std::vector<StepData> steps;
+  for (const auto& [slot, pos] : {std::pair{1, 700}, {2, 0}, {0, 13}}) {
+    StepData d;
+    d.add_run(slot, pos, 1);
+    steps.push_back(d);
+  }
+  StepData mixed;
+  mixed.add_run(2, 40, 3);
+  mixed.add_run(0, 511, 1);
+  steps.push_back(mixed);
+  struct Case {
+    MlaShape m;
+    GgmlType wt;
+    bool split;
+  };
+  for (const Case k : {Case{tiny, GgmlType::F32, false}, Case{v2, GgmlType::Q4_K, true},
+                       Case{v2, GgmlType::Q6_K, true}, Case{v2, GgmlType::Q4_K, false}}) {
+    for (GgmlType cache : {GgmlType::F32, GgmlType::F16}) {
+      for (const StepData& st : steps) {
+        const MlaShape& m = k.m;
+        const int64_t n = int64_t(st.pos.size()), qcols = int64_t(m.h) * (m.dn + m.dr);
+        const Buf kv_a = Buf::f32(m.r + m.dr, n, random_floats(size_t((m.r + m.dr) * n), rng, -3, 3));
+        const Weight norm = Weight::f32("kv_a_norm", random_floats(size_t(m.r), rng, 0.5f, 1.5f), m.r);
+        // The attention's call (its weights, params, cache, and q) on its own.
+        Call attn = mla_call(m, true, k.split, k.wt, cache, Rounding::GgmlCpu, st, rng);
+        auto rope = [&](Call& c) {
+          c.param("n_dims", m.dr);
+          c.param("mode", 0);
+          c.paramf("freq_base", 10000.0);
+          c.param("head_dim", m.dn + m.dr);
+          c.param("offset", m.dn);
+          c.paramf("freq_scale", 0.025);
+          c.param("n_ctx_orig", 4096);
+          c.paramf("ext_factor", 1.0);
+          c.paramf("attn_factor", 0.7305);
+          c.paramf("beta_fast", 32.0);
+          c.paramf("beta_slow", 1.0);
+          c.paramf("eps", 1e-6);
+        };
+        Call store;
+        store.op = "rope_mla_store";
+        store.kv = std::make_unique<Kv>(*attn.kv);
+        store.step = st;
+        store.in = {attn.in[0], kv_a};
+        store.out.push_back(Buf::f32(qcols, n));
+        store.weights.push_back(norm);
+        store.param("n_heads", m.h);
+        rope(store);
+        const Outcome s1 = run_gpu(store);
+        ASSERT_TRUE(s1.error.empty()) << s1.error;
+        Call after = mla_call(m, true, k.split, k.wt, cache, Rounding::GgmlCpu, st, rng);
+        after.weights = attn.weights;
+        after.params = attn.params;
+        after.in = {s1.out[0]};
+        after.kv->k = s1.k;
+        after.kv->v = s1.v;
+        const Outcome two = run_gpu(after);
+        Call fused = mla_call(m, true, k.split, k.wt, cache, Rounding::GgmlCpu, st, rng);
+        fused.op = "mla_attention_store";
+        fused.weights = attn.weights;
+        fused.weights.push_back(norm);
+        fused.params = attn.params;
+        rope(fused);
+        fused.in = {attn.in[0], kv_a};
+        fused.kv = std::make_unique<Kv>(*attn.kv);
+        const Outcome one = run_gpu(fused);
+        const std::string what = std::string(type_name(k.wt)) + (k.split ? " k_b/v_b" : " kv_b") + " h" +
+                                 std::to_string(m.h) + " cache " + std::string(type_name(cache)) + ", " +
+                                 std::to_string(n) + " tokens at " + std::to_string(st.pos[0]);
+        ASSERT_TRUE(two.error.empty() && one.error.empty()) << what << ": " << two.error << one.error;
+        const auto a = two.out[0].floats(), b = one.out[0].floats();
+        ASSERT_TRUE(all_finite(b)) << what;
+        EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << what << ": max abs " << max_abs(a, b);
+        EXPECT_EQ(s1.k, one.k) << what << ": latent cache";
+        EXPECT_EQ(s1.v, one.v) << what << ": rope-key cache";
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kt::test

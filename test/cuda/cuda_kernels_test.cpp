@@ -545,6 +545,7 @@ TEST(CudaKernels, EveryKernelTheLoweringEmitsIsRegistered) {
   for (const char* n : {"embed", "rms_norm", "add", "silu_mul", "sigmoid_gate_add", "select_rows", "matmul",
                         "matmul_glu", "matmul_multi", "rope", "rope_mla_store",
                         "kv_store", "attention", "mla_cache_store", "mla_attention", "mla_attention_absorbed",
+                        "mla_attention_store",
                         "moe_gate", "moe_experts", "upload", "download", "peer_copy"})
     EXPECT_NE(kern::find_kernel(std::string("cuda.") + n), nullptr) << n;
 }
