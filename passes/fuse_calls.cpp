@@ -136,8 +136,7 @@ class FuseCallsPass : public impl::FuseCallsBase<FuseCallsPass> {
       add.erase();
       ++i;
     }
-    for (auto buf : llvm::make_early_inc_range(phase.getBody().front().getOps<exec::BufferOp>()))
-      if (dead.contains(buf.getSymName())) buf.erase();
+    erase_buffers(phase, dead);
   }
 
   // cuda.matmul_glu [x] -> [a] and cuda.matmul [a] -> [s] (the shared
@@ -188,6 +187,11 @@ class FuseCallsPass : public impl::FuseCallsBase<FuseCallsPass> {
       e.erase();
       calls[size_t(g)] = calls[size_t(d)] = calls[k] = nullptr;
     }
+    erase_buffers(phase, dead);
+  }
+
+  // The buffers named in dead, which the joined calls no longer use.
+  static void erase_buffers(exec::PhaseOp phase, const llvm::StringSet<>& dead) {
     for (auto buf : llvm::make_early_inc_range(phase.getBody().front().getOps<exec::BufferOp>()))
       if (dead.contains(buf.getSymName())) buf.erase();
   }
@@ -391,8 +395,7 @@ class FuseCallsPass : public impl::FuseCallsBase<FuseCallsPass> {
       at.erase();
       ++i;
     }
-    for (auto buf : llvm::make_early_inc_range(phase.getBody().front().getOps<exec::BufferOp>()))
-      if (dead.contains(buf.getSymName())) buf.erase();
+    erase_buffers(phase, dead);
   }
 
   // cuda.matmul [x] or [x, x rounded] -> [y], weights [w] or [w, bias], no
@@ -431,8 +434,7 @@ class FuseCallsPass : public impl::FuseCallsBase<FuseCallsPass> {
       sm.erase();
       i += 2;
     }
-    for (auto buf : llvm::make_early_inc_range(phase.getBody().front().getOps<exec::BufferOp>()))
-      if (dead.contains(buf.getSymName())) buf.erase();
+    erase_buffers(phase, dead);
   }
 
   static bool glu_triple(exec::CallOp m0, exec::CallOp m1, exec::CallOp sm, const llvm::StringMap<int>& reads) {

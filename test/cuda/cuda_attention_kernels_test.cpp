@@ -170,17 +170,7 @@ TEST(CudaKernels, MlaAttentionStoreMatchesItsTwoCalls) {
         // The attention's call (its weights, params, cache, and q) on its own.
         Call attn = mla_call(m, true, k.split, k.wt, cache, Rounding::GgmlCpu, st, rng);
         auto rope = [&](Call& c) {
-          c.param("n_dims", m.dr);
-          c.param("mode", 0);
-          c.paramf("freq_base", 10000.0);
-          c.param("head_dim", m.dn + m.dr);
-          c.param("offset", m.dn);
-          c.paramf("freq_scale", 0.025);
-          c.param("n_ctx_orig", 4096);
-          c.paramf("ext_factor", 1.0);
-          c.paramf("attn_factor", 0.7305);
-          c.paramf("beta_fast", 32.0);
-          c.paramf("beta_slow", 1.0);
+          rope_params(c, m.dr, 0, true, -1, m.dn + m.dr, m.dn);  // n_heads: the attention's, or added below
           c.paramf("eps", 1e-6);
         };
         Call store;

@@ -404,23 +404,6 @@ TEST(CudaKernels, RoundedRowsFromTheNormMatchTheProductsOwnRounding) {
 
 // ---- rope and caches ---------------------------------------------------------------
 
-void rope_params(Call& c, int n_dims, int mode, bool yarn, int n_heads, int head_dim, int offset) {
-  c.param("n_dims", n_dims);
-  c.param("mode", mode);
-  c.paramf("freq_base", 10000.0);
-  c.param("n_heads", n_heads);
-  c.param("head_dim", head_dim);
-  c.param("offset", offset);
-  if (yarn) {
-    c.paramf("freq_scale", 0.025);
-    c.param("n_ctx_orig", 4096);
-    c.paramf("ext_factor", 1.0);
-    c.paramf("attn_factor", 0.7305);
-    c.paramf("beta_fast", 32.0);
-    c.paramf("beta_slow", 1.0);
-  }
-}
-
 TEST(CudaKernels, RopePlainNeoxYarn) {
   KT_REQUIRE_GPU();
   SplitMix64 rng(6);

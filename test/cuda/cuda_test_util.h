@@ -224,6 +224,26 @@ struct Call {
 };
 
 // What a run produced: the outputs and the KV cache after it.
+// A rope's params (cuda.rope, the caches' stores): n_dims of head_dim from
+// offset, base 10000, YaRN (V2's factor 40) if yarn; n_heads left out if < 0
+// (a call whose other params name it).
+inline void rope_params(Call& c, int n_dims, int mode, bool yarn, int n_heads, int head_dim, int offset) {
+  c.param("n_dims", n_dims);
+  c.param("mode", mode);
+  c.paramf("freq_base", 10000.0);
+  if (n_heads >= 0) c.param("n_heads", n_heads);
+  c.param("head_dim", head_dim);
+  c.param("offset", offset);
+  if (yarn) {
+    c.paramf("freq_scale", 0.025);
+    c.param("n_ctx_orig", 4096);
+    c.paramf("ext_factor", 1.0);
+    c.paramf("attn_factor", 0.7305);
+    c.paramf("beta_fast", 32.0);
+    c.paramf("beta_slow", 1.0);
+  }
+}
+
 struct Outcome {
   std::vector<Buf> out;
   std::vector<uint8_t> k, v;
