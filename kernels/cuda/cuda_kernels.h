@@ -11,6 +11,10 @@
 #include "kernels/device.h"
 #include "kernels/registry.h"
 
+namespace kt::cpu::ref {
+struct RopeParams;
+}
+
 namespace kt::kern {
 
 std::span<const KernelEntry> cuda_kernels();
@@ -37,6 +41,9 @@ std::unique_ptr<Kernel> make_cuda_kv_store(const CallSpec&, std::string*);
 std::unique_ptr<Kernel> make_cuda_attention(const CallSpec&, std::string*);
 std::unique_ptr<Kernel> make_cuda_mla_cache_store(const CallSpec&, std::string*);
 std::unique_ptr<Kernel> make_cuda_rope_mla_store(const CallSpec&, std::string*);
+// cuda.mla_cache_store's checks (and those of the calls that hold one: input k
+// the kv_a rows, weight w their norm) against the call's latent cache.
+void bind_mla_store(Binder& b, const CallSpec& s, size_t k, size_t w, const cpu::ref::RopeParams& rope);
 std::unique_ptr<Kernel> make_cuda_mla_attention(const CallSpec&, std::string*);
 std::unique_ptr<Kernel> make_cuda_mla_attention_absorbed(const CallSpec&, std::string*);
 std::unique_ptr<Kernel> make_cuda_mla_attention_store(const CallSpec&, std::string*);

@@ -241,7 +241,6 @@ class CudaMla final : public Kernel {
     bool store = false;
     float eps = 0.0f;
     cuda::RopeArgs rope{};
-    int64_t max_rows = 0;  // q's rows at most: the roped rows' room in the workspace
   };
   explicit CudaMla(Setup s) : s_(s) {}
 
@@ -434,10 +433,7 @@ std::unique_ptr<Kernel> make_mla(const CallSpec& s, std::string* error, bool sto
     b.check(rope.n_dims == m.dr && b.i("offset", 0) == m.dn && b.i("head_dim") == m.dn + m.dr,
             "the rope (", rope.n_dims, " dims at ", b.i("offset", 0), " of ", b.i("head_dim"),
             ") is not q_pe's (", m.dr, " at ", m.dn, ")");
-    b.in_cols(1, int64_t(m.r) + m.dr);
-    b.in_type(1, GgmlType::F32);
-    b.check(s.weights.back().type == GgmlType::F32, "weight '", std::string(s.weights.back().name), "' must be F32");
-    b.weight_shape(n_w, m.r);
+    bind_mla_store(b, s, 1, n_w, rope);
     b.check(m.dr <= cuda::kStoreThreads * 4 && s.in[1].max_rows >= s.in[0].max_rows, "bad kv_a rows");
   }
   if (!b.ok()) return nullptr;
@@ -483,8 +479,7 @@ std::unique_ptr<Kernel> make_mla(const CallSpec& s, std::string* error, bool sto
     st.store = true;
     st.eps = float(eps);
     st.rope = cuda::rope_args(rope);
-    st.max_rows = s.in[0].max_rows;
-    bytes += uint64_t(st.max_rows) * uint64_t(m.H) * (m.dn + m.dr) * 4;  // q roped, steps of several tokens
+    bytes += uint64_t(s.in[0].max_rows) * uint64_t(m.H) * (m.dn + m.dr) * 4;  // q roped, steps of several tokens
   }
   if (!cuda::reserve_workspace(s.device, bytes, error)) return nullptr;
   return std::make_unique<CudaMla>(st);

@@ -248,18 +248,17 @@ RopeHeads bind_rope_heads(Binder& b, const CallSpec& s, const cpu::ref::RopePara
   return h;
 }
 
-// cuda.mla_cache_store's checks of input k, its norm weight and the cache.
-void bind_mla_store(Binder& b, const CallSpec& s, size_t k, const cpu::ref::RopeParams& rope) {
+}  // namespace
+
+void bind_mla_store(Binder& b, const CallSpec& s, size_t k, size_t w, const cpu::ref::RopeParams& rope) {
   b.check(s.kv->kind == KvView::Kind::MlaLatent, "the KV cache is not a latent cache");
   b.check(rope.n_dims == s.kv->v_cols, "rope n_dims ", rope.n_dims, " differs from the cache's ", s.kv->v_cols,
           " rope dims");
   b.in_cols(k, s.kv->k_cols + s.kv->v_cols);
   b.in_type(k, GgmlType::F32);
-  b.check(s.weights[0].type == GgmlType::F32, "weight '", std::string(s.weights[0].name), "' must be F32");
-  b.weight_shape(0, s.kv->k_cols);
+  b.check(s.weights[w].type == GgmlType::F32, "weight '", std::string(s.weights[w].name), "' must be F32");
+  b.weight_shape(w, s.kv->k_cols);
 }
-
-}  // namespace
 
 std::unique_ptr<Kernel> make_cuda_rope(const CallSpec& s, std::string* error) {
   Binder b(s, error);
@@ -277,7 +276,7 @@ std::unique_ptr<Kernel> make_cuda_rope_mla_store(const CallSpec& s, std::string*
   const cpu::ref::RopeParams p = read_rope_params(b);
   if (!b.ok()) return nullptr;
   const RopeHeads h = bind_rope_heads(b, s, p);
-  bind_mla_store(b, s, 1, p);
+  bind_mla_store(b, s, 1, 0, p);
   if (!b.ok()) return nullptr;
   return std::make_unique<RopeMlaStore>(s.device, float(eps), cuda::rope_args(p), h.n_heads, h.head_dim, h.offset);
 }
@@ -300,7 +299,7 @@ std::unique_ptr<Kernel> make_cuda_mla_cache_store(const CallSpec& s, std::string
   const double eps = b.f("eps");
   const cpu::ref::RopeParams rope = read_rope_params(b);
   if (!b.ok()) return nullptr;
-  bind_mla_store(b, s, 0, rope);
+  bind_mla_store(b, s, 0, 0, rope);
   return b.done(std::make_unique<MlaCacheStore>(s.device, float(eps), cuda::rope_args(rope)));
 }
 
