@@ -140,14 +140,18 @@ class WeightRows {
 };
 
 // The absorbed form, fast, flash-decoding style: float sums straight over the
-// cache's rows (F16/BF16 converted a block of rows at a time), all heads of a
-// token against each row while it is in cache, and each token's positions
-// split into chunks so one decoding token still uses every thread.
-//  1. q_abs = W_UK^T q_nope per (token, head).
+// cache's rows (F16/BF16 converted a block of rows at a time), each group of
+// 16 heads in the lanes of a vector (vec::attend_lanes: a cached row meets
+// every head of the group in one multiply-add, no horizontal sums), and each
+// token's positions split into chunks so one decoding token uses every thread.
+//  1. q_abs = W_UK^T q_nope per (token, head), written with q_pe into the
+//     lanes: qt[t][group][c][lane].
 //  2. Per (token, chunk of positions): online softmax over blocks of rows:
-//     scores q_abs . c_j + q_pe . k_pe_j for every head, the running max,
-//     sum and attended latent o = sum_j p_j c_j per head.
-//  3. Per (token, head): the chunks merged (rescaled to one max), o / l, then W_UV o.
+//     scores q_abs . c_j + q_pe . k_pe_j, the running max, sum and attended
+//     latent o = sum_j p_j c_j, per group of heads in lanes.
+//  3. Per (token, group, columns): the chunks merged (rescaled to one max)
+//     and divided by the sum, written one head a row (vec::merge_lanes).
+//  4. W_UV o per (token, head).
 // It computes the reference's exact (Rounding::Exact) numbers up to float
 // summation: the latents are used as the cache holds them (the reference's
 // GgmlCpu rounding of latents to kv_b's 8-bit blocks mirrors llama.cpp's
@@ -155,14 +159,14 @@ class WeightRows {
 //
 // The weights stay as the file stores them (a decoding token reads 1.3 MB of
 // V2-Lite's Q5_0 k_b + Q4_K v_b a layer instead of 8 MB of floats): steps 1
-// and 3 decode kRows weight rows at a time (vec::dequant, the reference
+// and 4 decode kRows weight rows at a time (vec::dequant, the reference
 // decoder's floats) and use them for a block of up to kTokens tokens, so a
-// prompt decodes each row once per block, not once per token. Types without a
+// prompt decodes each row once per block, not once per token. A decoding step
+// (kDecodeTokens or fewer) splits each head's rows into kRowParts items
+// instead, so its 16 heads make 64 items of the thread pool, not 16: one
+// item a thread left each pass waiting on its slowest core. Types without a
 // vector decoder on this CPU (all of them without AVX-512) are decoded to
-// floats once at bind instead (WeightRows). The products
-// are small float GEMMs (vec::gemm_nt / gemm_nn: register blocks instead of
-// one dot product or axpy per row and head, which left the loads, not the
-// multiply-adds, the bound).
+// floats once at bind instead (WeightRows).
 class MlaAbsorbedFast final : public Kernel {
  public:
   MlaAbsorbedFast(ref::MlaShape shape, float kq_scale, const std::vector<WeightView>& w)
@@ -188,19 +192,33 @@ class MlaAbsorbedFast final : public Kernel {
     for (int64_t t = 0; t < n; ++t) work += (a.step->pos[t] + 1) * H * (r + dr);
     const bool par = worth_threads(work + n * H * r * (dn + dv));
     const int64_t n_blocks = (n + kTokens - 1) / kTokens;
+    const int64_t G = (H + vec::kLanes - 1) / vec::kLanes, dq = r + dr;  // groups of heads; a query's values
+    // Items of steps 1 and 4: (head, part of its rows) for all tokens of a
+    // decoding step; (head, block of kTokens tokens) otherwise. kv_b's q_abs
+    // (rows of r values, summed over d_nope rows) takes a head whole.
+    const bool decode = n <= kDecodeTokens;
+    const int64_t parts_k = decode && split ? kRowParts : 1, parts_v = decode ? kRowParts : 1;
 
-    // 1. q_abs [n][H][r], per (head, block of tokens), kRows weight rows at a time.
-    auto* q_abs = static_cast<float*>(scratch(5, size_t(n * H * r) * sizeof(float)));
-    for_each_item(*a.par, n_blocks * H, par, [&](int64_t item, int) {
-      const int64_t h = item % H, t0 = item / H * kTokens, nt = std::min(n, t0 + kTokens) - t0;
+    // 1. q_abs [n][H][r], then the queries in lanes [n][G][dq][16] (q_abs,
+    // then q_pe; lanes past H zero). Two passes: items of one head writing
+    // lanes of the same cache lines as the other heads' items made every line
+    // of the queries travel between all the cores.
+    auto* q_abs = static_cast<float*>(scratch(4, size_t(n * H * r) * sizeof(float)));
+    const int64_t items_k = decode ? H * parts_k : n_blocks * H;
+    for_each_item(*a.par, items_k, par, [&](int64_t item, int) {
+      const int64_t h = item % H, t0 = decode ? 0 : item / H * kTokens, nt = decode ? n : std::min(n, t0 + kTokens) - t0;
+      const int64_t part = decode ? item / H : 0;
+      // Rows c0 .. c1 of q_abs (whole kRows blocks).
+      const int64_t per = (r / kRows + parts_k - 1) / parts_k * kRows;
+      const int64_t c0 = std::min(r, part * per), c1 = std::min(r, c0 + per);
       auto* tile = static_cast<float*>(scratch(7, size_t(kRows * std::max(dn, r)) * sizeof(float)));
       const float* q_nope = q.row(t0) + h * (dn + dr);
       float* qa = q_abs + (t0 * H + h) * r;
       if (split) {
         // k_b head h: r rows of d_nope values, row c = column c of W_K_h.
-        for (int64_t c0 = 0; c0 < r; c0 += kRows) {
-          const int64_t nr = std::min(kRows, r - c0);
-          vec::gemm_nt(q_nope, q.cols, rows_k_.get(w_k, c0, h, nr, tile), dn, qa + c0, H * r, nt, nr, dn, false);
+        for (int64_t c = c0; c < c1; c += kRows) {
+          const int64_t nr = std::min(kRows, c1 - c);
+          vec::gemm_nt(q_nope, q.cols, rows_k_.get(w_k, c, h, nr, tile), dn, qa + c, H * r, nt, nr, dn, false);
         }
       } else {
         // kv_b rows h * (d_nope + d_v) + j: row j of W_K_h, r values.
@@ -210,6 +228,20 @@ class MlaAbsorbedFast final : public Kernel {
           const float* wr = rows_k_.get(w_k, h * (dn + dv) + j0, 0, nr, tile);
           vec::gemm_nn(q_nope + j0, q.cols, wr, r, qa, H * r, nt, r, nr, nullptr);
         }
+      }
+    });
+    auto* qt = static_cast<float*>(scratch(5, size_t(n * G * dq * vec::kLanes) * sizeof(float)));
+    const int64_t q_cols = (dq + kLanesRows - 1) / kLanesRows;  // items of kLanesRows query values
+    for_each_item(*a.par, n * G * q_cols, par, [&](int64_t item, int) {
+      const int64_t c0 = item % q_cols * kLanesRows, c1 = std::min(dq, c0 + kLanesRows);
+      const int64_t g = item / q_cols % G, t = item / q_cols / G;
+      float* qg = qt + (t * G + g) * dq * vec::kLanes;
+      for (int64_t lane = 0; lane < vec::kLanes; ++lane) {
+        const int64_t h = g * vec::kLanes + lane;
+        for (int64_t c = c0; c < c1; ++c)
+          qg[c * vec::kLanes + lane] = h >= H  ? 0.0f
+                                       : c < r ? q_abs[(t * H + h) * r + c]
+                                               : q.row(t)[h * (dn + dr) + dn + (c - r)];
       }
     });
 
@@ -223,7 +255,8 @@ class MlaAbsorbedFast final : public Kernel {
       chunk_first_[size_t(t) + 1] = chunk_first_[size_t(t)] + std::min(per_token, (n_seen + kBlock - 1) / kBlock);
     }
     const int64_t n_chunks = chunk_first_[size_t(n)];
-    const int64_t part = H * (r + 2);  // per chunk and head: max, sum, o[r]
+    // Per chunk and group: max [16], sum [16], attended latents [r][16].
+    const int64_t group_part = 2 * vec::kLanes + r * vec::kLanes, part = G * group_part;
     auto* parts = static_cast<float*>(scratch(6, size_t(n_chunks * part) * sizeof(float)));
     for_each_item(*a.par, n_chunks, par, [&](int64_t c, int) {
       const int64_t t = std::upper_bound(chunk_first_.begin(), chunk_first_.end(), c) - chunk_first_.begin() - 1;
@@ -231,75 +264,82 @@ class MlaAbsorbedFast final : public Kernel {
       const int64_t n_seen = a.step->pos[t] + 1, n_blk = (n_seen + kBlock - 1) / kBlock;
       const int64_t j0 = kBlock * (n_blk * k / k_n), j1 = std::min(n_seen, kBlock * (n_blk * (k + 1) / k_n));
       float* P = parts + c * part;
-      float *m = P, *l = P + H, *o = P + 2 * H;  // [H], [H], [H][r]
-      std::fill(m, m + H, -INFINITY);
-      std::fill(l, l + H, 0.0f);
-      std::fill(o, o + H * r, 0.0f);
-      auto* rows = static_cast<float*>(scratch(7, size_t(kBlock * (r + dr) + H * (kBlock + 1)) * sizeof(float)));
-      float* S = rows + kBlock * (r + dr);  // [H][kBlock] scores, then probabilities
-      float* rescale = S + H * kBlock;      // [H]
-      const float* q_pe = q.row(t) + dn;    // head h at h * (dn + dr)
+      for (int64_t g = 0; g < G; ++g) {
+        float* Pg = P + g * group_part;
+        std::fill(Pg, Pg + vec::kLanes, -INFINITY);
+        std::fill(Pg + vec::kLanes, Pg + group_part, 0.0f);
+      }
+      auto* rows = static_cast<float*>(scratch(7, size_t(kBlock * dq) * sizeof(float)));
       for (int64_t b0 = j0; b0 < j1; b0 += kBlock) {
         const int64_t nb = std::min(kBlock, j1 - b0);
         for (int64_t j = 0; j < nb; ++j) {
-          vec::to_f32(kv.type, kv.k_row(slot_of[size_t(t)], b0 + j), rows + j * (r + dr), r);
-          vec::to_f32(kv.type, kv.v_row(slot_of[size_t(t)], b0 + j), rows + j * (r + dr) + r, dr);
+          vec::to_f32(kv.type, kv.k_row(slot_of[size_t(t)], b0 + j), rows + j * dq, r);
+          vec::to_f32(kv.type, kv.v_row(slot_of[size_t(t)], b0 + j), rows + j * dq + r, dr);
         }
-        vec::gemm_nt(q_abs + t * H * r, r, rows, r + dr, S, kBlock, H, nb, r, false);
-        vec::gemm_nt(q_pe, dn + dr, rows + r, r + dr, S, kBlock, H, nb, dr, true);
-        for (int64_t h = 0; h < H; ++h) {
-          float* sh = S + h * kBlock;
-          float bmax = -INFINITY;
-          for (int64_t j = 0; j < nb; ++j) bmax = std::max(bmax, sh[j] *= kq_scale_);
-          const float m_new = std::max(m[h], bmax);
-          rescale[h] = std::exp(m[h] - m_new);  // 0 on the first block
-          l[h] = l[h] * rescale[h] + vec::exp_shift(sh, nb, m_new);
-          m[h] = m_new;
+        for (int64_t g = 0; g < G; ++g) {
+          float* Pg = P + g * group_part;
+          vec::attend_lanes(qt + (t * G + g) * dq * vec::kLanes, dq, rows, dq, nb, r, kq_scale_, Pg,
+                            Pg + vec::kLanes, Pg + 2 * vec::kLanes);
         }
-        vec::gemm_nn(S, kBlock, rows, r + dr, o, r, H, r, nb, rescale);
       }
     });
 
-    // 3. Per (head, block of tokens): each token's chunks merged, then W_UV o / l.
-    for_each_item(*a.par, n_blocks * H, par, [&](int64_t item, int) {
-      const int64_t h = item % H, t0 = item / H * kTokens, t1 = std::min(n, t0 + kTokens);
-      auto* o_lat = static_cast<float*>(scratch(7, size_t((kTokens + kRows) * r) * sizeof(float)));  // [kTokens][r]
-      float* tile = o_lat + kTokens * r;  // [kRows][r]
-      float inv[kTokens];
-      for (int64_t t = t0; t < t1; ++t) {
-        float* ot = o_lat + (t - t0) * r;
-        const int64_t c0 = chunk_first_[size_t(t)], c1 = chunk_first_[size_t(t) + 1];
-        float M = -INFINITY;
-        for (int64_t c = c0; c < c1; ++c) M = std::max(M, parts[c * part + h]);
-        std::fill(ot, ot + r, 0.0f);
-        double L = 0;
-        for (int64_t c = c0; c < c1; ++c) {
-          const float* P = parts + c * part;
-          if (P[H + h] == 0.0f) continue;  // an empty chunk
-          const float f = std::exp(P[h] - M);
-          L += double(f) * double(P[H + h]);
-          vec::axpy(GgmlType::F32, P + 2 * H + h * r, f, ot, r);
-        }
-        inv[t - t0] = float(1.0 / L);
-      }
+    // 3. Per (token, group, columns): the token's chunks rescaled to one max
+    // and divided by their sum, o [n][H][r].
+    const int64_t col_parts = std::clamp<int64_t>((2 * threads + n * G - 1) / (n * G), 1, r / vec::kLanes);
+    const int64_t cols = (r / vec::kLanes + col_parts - 1) / col_parts * vec::kLanes;
+    float* o = q_abs;  // [n][H][r]: q_abs is spent
+    for_each_item(*a.par, n * G * col_parts, par, [&](int64_t item, int) {
+      const int64_t cp = item % col_parts, g = item / col_parts % G, t = item / col_parts / G;
+      const int64_t c0 = std::min(r, cp * cols), c1 = std::min(r, c0 + cols);
+      if (c0 >= c1) return;
+      const int64_t k0 = chunk_first_[size_t(t)], nk = chunk_first_[size_t(t) + 1] - k0;
+      const float* P0 = parts + k0 * part + g * group_part;
+      auto* f = static_cast<float*>(scratch(8, size_t(nk * vec::kLanes) * sizeof(float)));  // [nk][16]
+      float M[vec::kLanes], L[vec::kLanes] = {};
+      std::fill(M, M + vec::kLanes, -INFINITY);
+      for (int64_t k = 0; k < nk; ++k)
+        for (int64_t h = 0; h < vec::kLanes; ++h) M[h] = std::max(M[h], P0[k * part + h]);
+      for (int64_t k = 0; k < nk; ++k)
+        for (int64_t h = 0; h < vec::kLanes; ++h) f[k * vec::kLanes + h] = P0[k * part + h] - M[h];
+      vec::exp_shift(f, nk * vec::kLanes, 0.0f);  // exp(m_k - M); an empty chunk (m -inf, sum 0) adds nothing
+      for (int64_t k = 0; k < nk; ++k)
+        for (int64_t h = 0; h < vec::kLanes; ++h) L[h] += f[k * vec::kLanes + h] * P0[k * part + vec::kLanes + h];
+      for (int64_t k = 0; k < nk; ++k)
+        for (int64_t h = 0; h < vec::kLanes; ++h) f[k * vec::kLanes + h] /= L[h] > 0 ? L[h] : 1.0f;
+      const int64_t h0 = g * vec::kLanes;
+      vec::merge_lanes(P0 + 2 * vec::kLanes + c0 * vec::kLanes, part, nk, f, c1 - c0, o + (t * H + h0) * r + c0, r,
+                       std::min(vec::kLanes, H - h0));
+    });
+
+    // 4. W_UV o per (head, rows part) or (head, block of tokens).
+    const int64_t items_v = decode ? H * parts_v : n_blocks * H;
+    for_each_item(*a.par, items_v, par, [&](int64_t item, int) {
+      const int64_t h = item % H, t0 = decode ? 0 : item / H * kTokens, t1 = decode ? n : std::min(n, t0 + kTokens);
+      const int64_t per = (dv / kRows + parts_v - 1) / parts_v * kRows;
+      const int64_t part_v = decode ? item / H : 0;
+      const int64_t i_begin = std::min(dv, part_v * per), i_end = std::min(dv, i_begin + per);
+      auto* tile = static_cast<float*>(scratch(7, size_t(kRows * r) * sizeof(float)));
       // W_V_h rows: v_b head h, or kv_b rows h * (d_nope + d_v) + d_nope + i.
       float* out = y.row(t0) + h * dv;
-      for (int64_t i0 = 0; i0 < dv; i0 += kRows) {
-        const int64_t nr = std::min(kRows, dv - i0);
+      for (int64_t i0 = i_begin; i0 < i_end; i0 += kRows) {
+        const int64_t nr = std::min(kRows, i_end - i0);
         const float* wr = split ? rows_v_->get(w_v, i0, h, nr, tile) : rows_k_.get(w_v, h * (dn + dv) + dn + i0, 0, nr, tile);
-        vec::gemm_nt(o_lat, r, wr, r, out + i0, y.cols, t1 - t0, nr, r, false);
+        vec::gemm_nt(o + (t0 * H + h) * r, H * r, wr, r, out + i0, y.cols, t1 - t0, nr, r, false);
       }
-      for (int64_t t = t0; t < t1; ++t)
-        for (int64_t i = 0; i < dv; ++i) out[(t - t0) * y.cols + i] *= inv[t - t0];
     });
   }
 
  private:
-  static constexpr int64_t kTokens = 16;  // tokens per weight row decoded
-  static constexpr int64_t kRows = 16;    // weight rows decoded at a time
+  static constexpr int64_t kTokens = 16;       // tokens per weight row decoded
+  static constexpr int64_t kRows = 16;         // weight rows decoded at a time
+  static constexpr int64_t kDecodeTokens = 4;  // steps this small split heads' rows, not tokens
+  static constexpr int64_t kRowParts = 4;      // items per head of such a step
+  static constexpr int64_t kLanesRows = 64;    // query values a transposing item takes
   // Cached rows a step of the attention takes: they stay in L1 while every
-  // head's scores and attended latents are taken against them (small GEMMs).
+  // head's scores and attended latents are taken against them.
   static constexpr int64_t kBlock = 16;
+  static_assert(kBlock <= vec::kLanes, "vec::attend_lanes takes at most kLanes rows");
   ref::MlaShape s_;
   float kq_scale_;
   WeightRows rows_k_;                 // kv_b, or k_b

@@ -3,6 +3,7 @@
 // when cpu_features says the CPU has them (the same pattern as matmul_q).
 #include "kernels/cpu/vec_f32.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -19,6 +20,10 @@ void to_f32(GgmlType type, const void* row, float* dst, int64_t n);
 void silu_mul(const float* gate, const float* up, int64_t n, float* y);
 void round_f16(const float* x, float* y, int64_t n);
 float exp_shift(float* x, int64_t n, float m);
+void attend_lanes(const float* qt, int64_t k, const float* rows, int64_t ld, int64_t nb, int64_t kv, float scale,
+                  float* m, float* l, float* ot);
+void merge_lanes(const float* part0, int64_t stride, int64_t n_parts, const float* f, int64_t n, float* o,
+                 int64_t ldo, int64_t nh);
 bool dequant(GgmlType type, const void* row, float* dst, int64_t n);  // dequant_avx512.cpp
 bool dequant_covers(GgmlType type);  // the types dequant decodes
 void gemm_nt(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t m, int64_t n,
@@ -106,6 +111,44 @@ float exp_shift(float* x, int64_t n, float m) {
   float sum = 0;
   for (int64_t i = 0; i < n; ++i) sum += (x[i] = std::exp(x[i] - m));
   return sum;
+}
+
+void attend_lanes(const float* qt, int64_t k, const float* rows, int64_t ld, int64_t nb, int64_t kv, float scale,
+                  float* m, float* l, float* ot) {
+  if (use_avx512()) return avx512::attend_lanes(qt, k, rows, ld, nb, kv, scale, m, l, ot);
+  float s[kLanes][kLanes], alpha[kLanes];
+  for (int64_t j = 0; j < nb; ++j)
+    for (int64_t h = 0; h < kLanes; ++h) {
+      float acc = 0;
+      for (int64_t c = 0; c < k; ++c) acc += qt[c * kLanes + h] * rows[j * ld + c];
+      s[j][h] = scale * acc;
+    }
+  for (int64_t h = 0; h < kLanes; ++h) {
+    float m_new = m[h];
+    for (int64_t j = 0; j < nb; ++j) m_new = std::max(m_new, s[j][h]);
+    alpha[h] = std::exp(m[h] - m_new);  // 0 from m = -inf
+    float sum = 0;
+    for (int64_t j = 0; j < nb; ++j) sum += (s[j][h] = std::exp(s[j][h] - m_new));
+    l[h] = alpha[h] * l[h] + sum;
+    m[h] = m_new;
+  }
+  for (int64_t c = 0; c < kv; ++c)
+    for (int64_t h = 0; h < kLanes; ++h) {
+      float acc = alpha[h] * ot[c * kLanes + h];
+      for (int64_t j = 0; j < nb; ++j) acc += s[j][h] * rows[j * ld + c];
+      ot[c * kLanes + h] = acc;
+    }
+}
+
+void merge_lanes(const float* part0, int64_t stride, int64_t n_parts, const float* f, int64_t n, float* o,
+                 int64_t ldo, int64_t nh) {
+  if (use_avx512()) return avx512::merge_lanes(part0, stride, n_parts, f, n, o, ldo, nh);
+  for (int64_t c = 0; c < n; ++c)
+    for (int64_t h = 0; h < nh; ++h) {
+      float acc = 0;
+      for (int64_t i = 0; i < n_parts; ++i) acc += f[i * kLanes + h] * part0[i * stride + c * kLanes + h];
+      o[h * ldo + c] = acc;
+    }
 }
 
 bool dequant_fast(GgmlType type) {

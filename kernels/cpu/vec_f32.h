@@ -37,6 +37,24 @@ void gemm_nt(const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
              int64_t k, bool accumulate);
 void gemm_nn(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t m, int64_t n,
              int64_t k, const float* c_scale);
+// Latent attention with a group of up to kLanes heads in the lanes of a vector
+// (cpu.mla_attention_absorbed): every head of the group meets a cached row in
+// one multiply-add, with no horizontal sums. Queries in lanes: qt[c][h].
+constexpr int64_t kLanes = 16;
+// One block of nb <= kLanes cached rows (rows[j * ld + c], rows past nb not
+// read) for one token, an online-softmax step:
+//   s[j][h] = scale * sum_{c < k} qt[c][h] * rows[j][c]
+//   m' = max(m, max_j s[j]), alpha = exp(m - m'), p[j] = exp(s[j] - m')
+//   l = alpha * l + sum_j p[j]; ot[c][h] = alpha * ot[c][h] + sum_j p[j][h] * rows[j][c]
+//   for c < kv; m = m'. m, l: [kLanes]; ot: [kv][kLanes]. Start from m = -inf,
+//   l = 0, ot = 0. exp within ~2 ulp (exp_shift's).
+void attend_lanes(const float* qt, int64_t k, const float* rows, int64_t ld, int64_t nb, int64_t kv, float scale,
+                  float* m, float* l, float* ot);
+// o[h * ldo + c] = sum_{i < n_parts} f[i][h] * part_i[c][h] for c < n, h < nh
+// (nh <= kLanes), part_i = part0 + i * stride: partial attended rows in lanes
+// merged and written one head a row. f: [n_parts][kLanes].
+void merge_lanes(const float* part0, int64_t stride, int64_t n_parts, const float* f, int64_t n, float* o,
+                 int64_t ldo, int64_t nh);
 // x[i] = exp(x[i] - m) (softmax weights: x[i] <= m) and their sum; within
 // ~2 ulp of the exact exp (the AVX-512 path's polynomial); arguments below
 // -104 give 0 or a denormal, as exp in float does.

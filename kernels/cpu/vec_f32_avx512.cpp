@@ -6,6 +6,10 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#include <algorithm>
+#include <array>
+#include <utility>
+
 #include "kernels/type_traits.h"
 
 namespace kt::kern::vec::avx512 {
@@ -210,6 +214,86 @@ float exp_shift(float* x, int64_t n, float m) {
     sum = _mm512_add_ps(sum, _mm512_maskz_mov_ps(k, e));
   }
   return _mm512_reduce_add_ps(sum);
+}
+
+// Latent attention with heads in lanes (vec_f32.h attend_lanes): a block of NB
+// rows keeps NB score vectors in registers while the queries stream once; the
+// attended rows take 16 columns at a time, each a vector of the heads.
+namespace {
+template <int NB>
+void attend_block(const float* qt, int64_t k, const float* rows, int64_t ld, int64_t kv, float scale, float* m,
+                  float* l, float* ot) {
+  // Each score sums kSpan values at a time into its own total: one lane
+  // summing all k values in a row lost ~4x the accuracy of the dot products
+  // it replaced (16 partial sums each).
+  constexpr int64_t kSpan = 32;
+  __m512 s[NB];
+  for (int j = 0; j < NB; ++j) s[j] = _mm512_setzero_ps();
+  for (int64_t c0 = 0; c0 < k; c0 += kSpan) {
+    __m512 part[NB];
+    for (int j = 0; j < NB; ++j) part[j] = _mm512_setzero_ps();
+    for (int64_t c = c0; c < std::min(k, c0 + kSpan); ++c) {
+      const __m512 q = _mm512_loadu_ps(qt + c * 16);
+      for (int j = 0; j < NB; ++j) part[j] = _mm512_fmadd_ps(q, _mm512_set1_ps(rows[j * ld + c]), part[j]);
+    }
+    for (int j = 0; j < NB; ++j) s[j] = _mm512_add_ps(s[j], part[j]);
+  }
+  const __m512 sc = _mm512_set1_ps(scale);
+  const __m512 m_old = _mm512_loadu_ps(m);
+  __m512 m_new = m_old;
+  for (int j = 0; j < NB; ++j) m_new = _mm512_max_ps(m_new, s[j] = _mm512_mul_ps(s[j], sc));
+  const __m512 alpha = exp16(clamp_exp_arg(_mm512_sub_ps(m_old, m_new)));  // ~0 from m = -inf
+  alignas(64) float p[NB][16];
+  __m512 sum = _mm512_setzero_ps();
+  for (int j = 0; j < NB; ++j) {
+    const __m512 e = exp16(clamp_exp_arg(_mm512_sub_ps(s[j], m_new)));
+    sum = _mm512_add_ps(sum, e);
+    _mm512_store_ps(p[j], e);
+  }
+  _mm512_storeu_ps(l, _mm512_fmadd_ps(alpha, _mm512_loadu_ps(l), sum));
+  _mm512_storeu_ps(m, m_new);
+  int64_t c = 0;
+  for (; c + 16 <= kv; c += 16) {
+    __m512 acc[16];
+    for (int i = 0; i < 16; ++i) acc[i] = _mm512_mul_ps(alpha, _mm512_loadu_ps(ot + (c + i) * 16));
+    for (int j = 0; j < NB; ++j) {
+      const __m512 pj = _mm512_load_ps(p[j]);
+      const float* rj = rows + j * ld + c;
+      for (int i = 0; i < 16; ++i) acc[i] = _mm512_fmadd_ps(pj, _mm512_set1_ps(rj[i]), acc[i]);
+    }
+    for (int i = 0; i < 16; ++i) _mm512_storeu_ps(ot + (c + i) * 16, acc[i]);
+  }
+  for (; c < kv; ++c) {
+    __m512 acc = _mm512_mul_ps(alpha, _mm512_loadu_ps(ot + c * 16));
+    for (int j = 0; j < NB; ++j) acc = _mm512_fmadd_ps(_mm512_load_ps(p[j]), _mm512_set1_ps(rows[j * ld + c]), acc);
+    _mm512_storeu_ps(ot + c * 16, acc);
+  }
+}
+
+using AttendBlock = void (*)(const float*, int64_t, const float*, int64_t, int64_t, float, float*, float*, float*);
+template <size_t... I>
+constexpr std::array<AttendBlock, sizeof...(I)> attend_table(std::index_sequence<I...>) {
+  return {&attend_block<int(I) + 1>...};
+}
+constexpr auto kAttendBlocks = attend_table(std::make_index_sequence<16>());
+}  // namespace
+
+void attend_lanes(const float* qt, int64_t k, const float* rows, int64_t ld, int64_t nb, int64_t kv, float scale,
+                  float* m, float* l, float* ot) {
+  if (nb > 0) kAttendBlocks[size_t(nb - 1)](qt, k, rows, ld, kv, scale, m, l, ot);
+}
+
+void merge_lanes(const float* part0, int64_t stride, int64_t n_parts, const float* f, int64_t n, float* o,
+                 int64_t ldo, int64_t nh) {
+  const __mmask16 heads = nh >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << nh) - 1);
+  const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                         _mm512_set1_epi32(int32_t(ldo)));
+  for (int64_t c = 0; c < n; ++c) {
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n_parts; ++i)
+      acc = _mm512_fmadd_ps(_mm512_loadu_ps(f + i * 16), _mm512_loadu_ps(part0 + i * stride + c * 16), acc);
+    _mm512_mask_i32scatter_ps(o + c, heads, idx, acc, 4);
+  }
 }
 
 }  // namespace kt::kern::vec::avx512

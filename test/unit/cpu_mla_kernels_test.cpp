@@ -128,6 +128,61 @@ TEST(FastMla, AbsorbedMatchesReferenceOverSeveralSequences) {
   }
 }
 
+// Decoding steps (up to 4 tokens: each head's rows split into items) with 20
+// heads: a full group of 16 in the lanes of a vector and a group of 4, whose
+// idle lanes must not leak into the output. Tokens of two sequences at 100+
+// positions: several blocks a chunk, chunks merged. Then a 6-token step (the
+// prompt's items) over the same heads. The bound is tighter than float noise
+// needs (the kernel's worst is ~5e-7): scores summed down one lane without
+// partial sums came to ~2e-6 and tipped the tiny models' near-tied routing
+// choices in plan_e2e_test.
+TEST(FastMla, AbsorbedDecodeStepsAcrossHeadGroups) {
+  const int64_t H = 20, dn = 32, dr = 16, dv = 32, r = 256, n_ctx = 160;
+  struct Case {
+    bool split;
+    GgmlType a, b;
+  };
+  for (const Case k : {Case{true, GgmlType::Q5_0, GgmlType::Q4_K}, Case{false, GgmlType::Q8_0, GgmlType::F32},
+                       Case{true, GgmlType::F32, GgmlType::IQ4_XS}}) {
+    std::vector<Tensor> w;
+    if (k.split) {
+      w.push_back(random_weight(k.a, {dn, r, H}, 21, "k_b"));
+      w.push_back(random_weight(k.b, {r, dv, H}, 22, "v_b"));
+    } else {
+      w.push_back(random_weight(k.a, {r, H * (dn + dv)}, 21, "kv_b"));
+    }
+    std::vector<WeightView> views;
+    for (const Tensor& t : w) views.push_back(t.view);
+    const LatentCache cache(GgmlType::F16, n_ctx, r, dr);
+    for (const std::vector<std::pair<int32_t, int32_t>>& toks :  // (slot, position) per token
+         {std::vector<std::pair<int32_t, int32_t>>{{0, 130}},
+          {{1, 100}, {1, 101}, {0, 150}},
+          {{1, 3}, {0, 120}, {0, 121}, {0, 122}, {1, 4}, {1, 5}}}) {
+      StepData sd;
+      for (auto [slot, pos] : toks) {
+        sd.slot.push_back(slot);
+        sd.pos.push_back(pos);
+      }
+      const int64_t n = int64_t(toks.size());
+      sd.tokens.assign(size_t(n), 1);
+      for (int32_t t = 0; t < n; ++t) sd.outputs.push_back(t);
+      const std::vector<float> q = random_floats(size_t(n * H * (dn + dr)), 23 + n);
+      auto make = [&](Impl impl) {
+        return mla_call("cpu.mla_attention_absorbed", impl, Rounding::Exact, views, &cache.view, {H, dn, dr, dv, r}, q, n);
+      };
+      auto fast = make(Impl::Fast), ref = make(Impl::Reference);
+      fast->run(sd.step(), n);
+      ref->run(sd.step(), n);
+      for (int64_t t = 0; t < n; ++t)
+        for (int64_t h = 0; h < H; ++h)  // per head: a wrong lane or group shows in its own row
+          EXPECT_LE(rel_l2(fast->out[0].data() + (t * H + h) * dv, ref->out[0].data() + (t * H + h) * dv, size_t(dv)),
+                    2e-6)
+              << type_name(k.a) << (k.split ? "+" + std::string(type_name(k.b)) : "") << " step of " << n
+              << " token " << t << " head " << h;
+    }
+  }
+}
+
 // ---- MLA, decompressed (prefill) ---------------------------------------------------
 
 // cpu.mla_attention's fast path where the file has kv_b: K and V decompressed
