@@ -54,8 +54,9 @@ int physical_cores() {
 }
 
 ThreadPool::ThreadPool(int n_threads)
-    : n_threads_(std::min(n_threads > 0 ? n_threads : physical_cores(), 0xffff)) {
-  for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this] { worker(); });
+    : n_threads_(std::min(n_threads > 0 ? n_threads : physical_cores(), 0xffff)),
+      slots_(std::make_unique<Slot[]>(size_t(n_threads_))) {
+  for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker(i); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -68,23 +69,17 @@ ThreadPool::~ThreadPool() {
   for (std::thread& t : workers_) t.join();
 }
 
-void ThreadPool::run_chunk(int index) {
-  if (index >= parts_) return;
-  const int64_t b = n_ * index / parts_, e = n_ * (index + 1) / parts_;
-  if (b < e) (*fn_)(b, e, index);
-}
-
-void ThreadPool::run_claimed(uint32_t job) {
-  uint64_t v = claim_.load(std::memory_order_acquire);
-  for (;;) {
-    const int parts = int((v >> 16) & 0xffff), next = int(v & 0xffff);
-    if (uint32_t(v >> 32) != job || next >= parts) return;
-    if (claim_.compare_exchange_weak(v, v + 1, std::memory_order_acq_rel, std::memory_order_acquire)) {
-      run_chunk(next);
-      done_.fetch_add(1, std::memory_order_release);
-      v = claim_.load(std::memory_order_acquire);
+void ThreadPool::run_if_unclaimed(int index, uint64_t job) {
+  Slot& slot = slots_[size_t(index)];
+  uint64_t c = slot.claimed.load(std::memory_order_acquire);
+  while (c < job)
+    if (slot.claimed.compare_exchange_weak(c, job, std::memory_order_acq_rel, std::memory_order_acquire)) {
+      // Claimed: the caller waits for this chunk, so the job's fields hold.
+      const int64_t b = n_ * index / parts_, e = n_ * (index + 1) / parts_;
+      if (b < e) (*fn_)(b, e, index);
+      slot.done.store(job, std::memory_order_release);
+      return;
     }
-  }
 }
 
 void ThreadPool::for_range(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn) {
@@ -94,30 +89,30 @@ void ThreadPool::for_range(int64_t n, const std::function<void(int64_t, int64_t,
     return;
   }
   // The previous job is finished (every chunk claimed and done), so no one
-  // reads these fields until the new claim_ is published.
+  // reads these fields until the new job_ is published.
   fn_ = &fn;
   n_ = n;
   parts_ = int(std::min<int64_t>(n, n_threads_));
-  done_.store(0, std::memory_order_relaxed);
-  const uint32_t job = ++job_;
-  claim_.store((uint64_t(job) << 32) | (uint64_t(parts_) << 16), std::memory_order_release);
+  const uint64_t job = (job_.load(std::memory_order_relaxed) >> 16) + 1;
+  job_.store(job << 16 | uint64_t(parts_), std::memory_order_release);
   {
     // The lock orders the job before the generation a sleeper wakes to.
     std::lock_guard<std::mutex> lock(mu_);
     generation_.fetch_add(1, std::memory_order_release);
   }
   if (sleepers_.load(std::memory_order_acquire) > 0) wake_.notify_all();
-  run_claimed(job);
+  for (int i = 0; i < parts_; ++i) run_if_unclaimed(i, job);
   // Only chunks already running on workers are left: wait for them, yielding
   // now and then in case one of them waits for this core.
-  for (int spins = 1; done_.load(std::memory_order_acquire) < parts_; ++spins) {
-    cpu_relax();
-    if ((spins & 255) == 0) std::this_thread::yield();
-  }
+  for (int i = 1; i < parts_; ++i)
+    for (int spins = 1; slots_[size_t(i)].done.load(std::memory_order_acquire) < job; ++spins) {
+      cpu_relax();
+      if ((spins & 255) == 0) std::this_thread::yield();
+    }
   fn_ = nullptr;
 }
 
-void ThreadPool::worker() {
+void ThreadPool::worker(int index) {
   set_flush_denormals();
   uint64_t seen = 0;
   for (;;) {
@@ -136,8 +131,10 @@ void ThreadPool::worker() {
     }
     seen = g;
     if (stop_.load()) return;
-    // The job now published (a later one than woke it is as good).
-    run_claimed(uint32_t(claim_.load(std::memory_order_acquire) >> 32));
+    // The job now published (a later one than woke it is as good): its own
+    // chunk, if the job has one and the caller has not taken it.
+    const uint64_t job = job_.load(std::memory_order_acquire);
+    if (index < int(job & 0xffff)) run_if_unclaimed(index, job >> 16);
   }
 }
 

@@ -162,9 +162,9 @@ class WeightRows {
 // and 4 decode kRows weight rows at a time (vec::dequant, the reference
 // decoder's floats) and use them for a block of up to kTokens tokens, so a
 // prompt decodes each row once per block, not once per token. A decoding step
-// (kDecodeTokens or fewer) splits each head's rows into kRowParts items
-// instead, so its 16 heads make 64 items of the thread pool, not 16: one
-// item a thread left each pass waiting on its slowest core. Types without a
+// (kDecodeTokens or fewer) splits the weight rows into items instead (V2-Lite:
+// 36 for q_abs, 64 for W_V, not 16 heads): one item a thread left each pass
+// waiting on its slowest core. Types without a
 // vector decoder on this CPU (all of them without AVX-512) are decoded to
 // floats once at bind instead (WeightRows).
 class MlaAbsorbedFast final : public Kernel {
@@ -193,66 +193,92 @@ class MlaAbsorbedFast final : public Kernel {
     const bool par = worth_threads(work + n * H * r * (dn + dv));
     const int64_t n_blocks = (n + kTokens - 1) / kTokens;
     const int64_t G = (H + vec::kLanes - 1) / vec::kLanes, dq = r + dr;  // groups of heads; a query's values
-    // Items of steps 1 and 4: (head, part of its rows) for all tokens of a
-    // decoding step; (head, block of kTokens tokens) otherwise. kv_b's q_abs
-    // (rows of r values, summed over d_nope rows) takes a head whole.
+    // A decoding step's items take all its tokens and part of the weight rows
+    // (step 1: a group's heads for kRows query values; step 4: a head's rows
+    // in kRowParts); a prompt's take a block of kTokens tokens and a head.
     const bool decode = n <= kDecodeTokens;
-    const int64_t parts_k = decode && split ? kRowParts : 1, parts_v = decode ? kRowParts : 1;
+    const int64_t parts_v = decode ? kRowParts : 1;
 
-    // 1. q_abs [n][H][r], then the queries in lanes [n][G][dq][16] (q_abs,
-    // then q_pe; lanes past H zero). Two passes: items of one head writing
-    // lanes of the same cache lines as the other heads' items made every line
-    // of the queries travel between all the cores.
-    auto* q_abs = static_cast<float*>(scratch(4, size_t(n * H * r) * sizeof(float)));
-    const int64_t items_k = decode ? H * parts_k : n_blocks * H;
-    for_each_item(*a.par, items_k, par, [&](int64_t item, int) {
-      const int64_t h = item % H, t0 = decode ? 0 : item / H * kTokens, nt = decode ? n : std::min(n, t0 + kTokens) - t0;
-      const int64_t part = decode ? item / H : 0;
-      // Rows c0 .. c1 of q_abs (whole kRows blocks).
-      const int64_t per = (r / kRows + parts_k - 1) / parts_k * kRows;
-      const int64_t c0 = std::min(r, part * per), c1 = std::min(r, c0 + per);
-      auto* tile = static_cast<float*>(scratch(7, size_t(kRows * std::max(dn, r)) * sizeof(float)));
-      const float* q_nope = q.row(t0) + h * (dn + dr);
-      float* qa = q_abs + (t0 * H + h) * r;
-      if (split) {
-        // k_b head h: r rows of d_nope values, row c = column c of W_K_h.
-        for (int64_t c = c0; c < c1; c += kRows) {
-          const int64_t nr = std::min(kRows, c1 - c);
-          vec::gemm_nt(q_nope, q.cols, rows_k_.get(w_k, c, h, nr, tile), dn, qa + c, H * r, nt, nr, dn, false);
-        }
-      } else {
-        // kv_b rows h * (d_nope + d_v) + j: row j of W_K_h, r values.
-        for (int64_t t = 0; t < nt; ++t) std::fill(qa + t * H * r, qa + t * H * r + r, 0.0f);
-        for (int64_t j0 = 0; j0 < dn; j0 += kRows) {
-          const int64_t nr = std::min(kRows, dn - j0);
-          const float* wr = rows_k_.get(w_k, h * (dn + dv) + j0, 0, nr, tile);
-          vec::gemm_nn(q_nope + j0, q.cols, wr, r, qa, H * r, nt, r, nr, nullptr);
-        }
-      }
-    });
+    // 1. The queries in lanes [n][G][dq][16]: q_abs, then q_pe; lanes past H
+    // zero. Items write whole cache lines of it (a line is one query value of
+    // the 16 heads of a group): items of one head writing their lane of lines
+    // the other heads' items also wrote made every line travel between all the
+    // cores. A decoding step with k_b takes (group, kRows values) items, each
+    // head of the group's k_b rows for those values; otherwise q_abs is made
+    // one head a row (items of a head and a block of tokens, kv_b's sums over
+    // d_nope rows of r values) and laid into lanes by a pass of its own.
     auto* qt = static_cast<float*>(scratch(5, size_t(n * G * dq * vec::kLanes) * sizeof(float)));
-    const int64_t q_cols = (dq + kLanesRows - 1) / kLanesRows;  // items of kLanesRows query values
-    for_each_item(*a.par, n * G * q_cols, par, [&](int64_t item, int) {
-      const int64_t c0 = item % q_cols * kLanesRows, c1 = std::min(dq, c0 + kLanesRows);
-      const int64_t g = item / q_cols % G, t = item / q_cols / G;
-      float* qg = qt + (t * G + g) * dq * vec::kLanes;
-      for (int64_t lane = 0; lane < vec::kLanes; ++lane) {
-        const int64_t h = g * vec::kLanes + lane;
-        for (int64_t c = c0; c < c1; ++c)
-          qg[c * vec::kLanes + lane] = h >= H  ? 0.0f
-                                       : c < r ? q_abs[(t * H + h) * r + c]
-                                               : q.row(t)[h * (dn + dr) + dn + (c - r)];
-      }
-    });
+    // Query value c of head h (lane h % 16) for token t; q_abs(c) gives c < r.
+    auto lane_value = [&](int64_t t, int64_t h, int64_t c, auto q_abs) {
+      return h >= H ? 0.0f : c < r ? q_abs(c) : q.row(t)[h * (dn + dr) + dn + (c - r)];
+    };
+    // Rows c0 .. c0 + nr of W_K_h (k_b) times token rows t0 .. t0 + nt of q_nope: out [nt][ldo].
+    auto k_b_rows = [&](int64_t h, int64_t c0, int64_t nr, int64_t t0, int64_t nt, float* out, int64_t ldo) {
+      auto* tile = static_cast<float*>(scratch(7, size_t(kRows * std::max(dn, r)) * sizeof(float)));
+      vec::gemm_nt(q.row(t0) + h * (dn + dr), q.cols, rows_k_.get(w_k, c0, h, nr, tile), dn, out, ldo, nt, nr, dn,
+                   false);
+    };
+    if (decode && split) {
+      const int64_t q_rows = (dq + kRows - 1) / kRows;
+      for_each_item(*a.par, G * q_rows, par, [&](int64_t item, int) {
+        const int64_t g = item / q_rows, c0 = item % q_rows * kRows, c1 = std::min(dq, c0 + kRows);
+        const int64_t nk = std::max<int64_t>(0, std::min(c1, r) - c0);  // of them q_abs's (the rest q_pe)
+        float qa[kDecodeTokens * kRows];                                 // [n][kRows], from c0
+        for (int64_t h = g * vec::kLanes; h < std::min(H, (g + 1) * vec::kLanes) && nk > 0; ++h)
+          prefetch_l2(w_k.row(c0, h), nk * w_k.row_bytes());
+        for (int64_t lane = 0; lane < vec::kLanes; ++lane) {
+          const int64_t h = g * vec::kLanes + lane;
+          if (h < H && nk > 0) k_b_rows(h, c0, nk, 0, n, qa, kRows);
+          for (int64_t t = 0; t < n; ++t) {
+            float* qg = qt + (t * G + g) * dq * vec::kLanes + lane;
+            for (int64_t c = c0; c < c1; ++c)
+              qg[c * vec::kLanes] = lane_value(t, h, c, [&](int64_t cc) { return qa[t * kRows + cc - c0]; });
+          }
+        }
+      });
+    } else {
+      auto* q_abs = static_cast<float*>(scratch(4, size_t(n * H * r) * sizeof(float)));
+      for_each_item(*a.par, n_blocks * H, par, [&](int64_t item, int) {
+        const int64_t h = item % H, t0 = item / H * kTokens, nt = std::min(n, t0 + kTokens) - t0;
+        float* qa = q_abs + (t0 * H + h) * r;
+        if (split) {
+          // k_b head h: r rows of d_nope values, row c = column c of W_K_h.
+          for (int64_t c = 0; c < r; c += kRows) k_b_rows(h, c, std::min(kRows, r - c), t0, nt, qa + c, H * r);
+        } else {
+          // kv_b rows h * (d_nope + d_v) + j: row j of W_K_h, r values.
+          auto* tile = static_cast<float*>(scratch(7, size_t(kRows * std::max(dn, r)) * sizeof(float)));
+          for (int64_t t = 0; t < nt; ++t) std::fill(qa + t * H * r, qa + t * H * r + r, 0.0f);
+          for (int64_t j0 = 0; j0 < dn; j0 += kRows) {
+            const int64_t nr = std::min(kRows, dn - j0);
+            const float* wr = rows_k_.get(w_k, h * (dn + dv) + j0, 0, nr, tile);
+            vec::gemm_nn(q.row(t0) + h * (dn + dr) + j0, q.cols, wr, r, qa, H * r, nt, r, nr, nullptr);
+          }
+        }
+      });
+      const int64_t q_cols = (dq + kLanesRows - 1) / kLanesRows;  // items of kLanesRows query values
+      for_each_item(*a.par, n * G * q_cols, par, [&](int64_t item, int) {
+        const int64_t c0 = item % q_cols * kLanesRows, c1 = std::min(dq, c0 + kLanesRows);
+        const int64_t g = item / q_cols % G, t = item / q_cols / G;
+        float* qg = qt + (t * G + g) * dq * vec::kLanes;
+        for (int64_t lane = 0; lane < vec::kLanes; ++lane) {
+          const int64_t h = g * vec::kLanes + lane;
+          for (int64_t c = c0; c < c1; ++c)
+            qg[c * vec::kLanes + lane] = lane_value(t, h, c, [&](int64_t cc) { return q_abs[(t * H + h) * r + cc]; });
+        }
+      });
+    }
 
     // 2. Chunks of whole blocks of kBlock rows (a block's cost is mostly the
     // same whatever its rows: every head's attended latent is rescaled per
-    // block), enough for twice the threads when few tokens decode.
+    // block), enough for twice the threads when few tokens decode, and at
+    // least kChunkBlocks blocks each: every chunk's partial (32 KB a group)
+    // is read back by the merge from the core that wrote it.
     const int64_t per_token = std::max<int64_t>(1, (2 * threads + n - 1) / n);
     chunk_first_.assign(size_t(n) + 1, 0);
     for (int64_t t = 0; t < n; ++t) {
-      const int64_t n_seen = a.step->pos[t] + 1;
-      chunk_first_[size_t(t) + 1] = chunk_first_[size_t(t)] + std::min(per_token, (n_seen + kBlock - 1) / kBlock);
+      const int64_t n_blk = (a.step->pos[t] + kBlock) / kBlock;
+      const int64_t k_n = std::clamp<int64_t>(n_blk / kChunkBlocks, 1, per_token);
+      chunk_first_[size_t(t) + 1] = chunk_first_[size_t(t)] + k_n;
     }
     const int64_t n_chunks = chunk_first_[size_t(n)];
     // Per chunk and group: max [16], sum [16], attended latents [r][16].
@@ -270,6 +296,8 @@ class MlaAbsorbedFast final : public Kernel {
         std::fill(Pg + vec::kLanes, Pg + group_part, 0.0f);
       }
       auto* rows = static_cast<float*>(scratch(7, size_t(kBlock * dq) * sizeof(float)));
+      prefetch_l2(kv.k_row(slot_of[size_t(t)], j0), uint64_t((j1 - j0) * r) * kv.elem_bytes());
+      prefetch_l2(kv.v_row(slot_of[size_t(t)], j0), uint64_t((j1 - j0) * dr) * kv.elem_bytes());
       for (int64_t b0 = j0; b0 < j1; b0 += kBlock) {
         const int64_t nb = std::min(kBlock, j1 - b0);
         for (int64_t j = 0; j < nb; ++j) {
@@ -288,13 +316,17 @@ class MlaAbsorbedFast final : public Kernel {
     // and divided by their sum, o [n][H][r].
     const int64_t col_parts = std::clamp<int64_t>((2 * threads + n * G - 1) / (n * G), 1, r / vec::kLanes);
     const int64_t cols = (r / vec::kLanes + col_parts - 1) / col_parts * vec::kLanes;
-    float* o = q_abs;  // [n][H][r]: q_abs is spent
+    auto* o = static_cast<float*>(scratch(4, size_t(n * H * r) * sizeof(float)));  // [n][H][r] (q_abs is spent)
     for_each_item(*a.par, n * G * col_parts, par, [&](int64_t item, int) {
       const int64_t cp = item % col_parts, g = item / col_parts % G, t = item / col_parts / G;
       const int64_t c0 = std::min(r, cp * cols), c1 = std::min(r, c0 + cols);
       if (c0 >= c1) return;
       const int64_t k0 = chunk_first_[size_t(t)], nk = chunk_first_[size_t(t) + 1] - k0;
       const float* P0 = parts + k0 * part + g * group_part;
+      for (int64_t k = 0; k < nk; ++k) {
+        prefetch_l2(P0 + k * part, 2 * vec::kLanes * sizeof(float));
+        prefetch_l2(P0 + k * part + (2 + c0) * vec::kLanes, uint64_t(c1 - c0) * vec::kLanes * sizeof(float));
+      }
       auto* f = static_cast<float*>(scratch(8, size_t(nk * vec::kLanes) * sizeof(float)));  // [nk][16]
       float M[vec::kLanes], L[vec::kLanes] = {};
       std::fill(M, M + vec::kLanes, -INFINITY);
@@ -322,6 +354,7 @@ class MlaAbsorbedFast final : public Kernel {
       auto* tile = static_cast<float*>(scratch(7, size_t(kRows * r) * sizeof(float)));
       // W_V_h rows: v_b head h, or kv_b rows h * (d_nope + d_v) + d_nope + i.
       float* out = y.row(t0) + h * dv;
+      prefetch_l2(split ? w_v.row(i_begin, h) : w_v.row(h * (dn + dv) + dn + i_begin), uint64_t(i_end - i_begin) * w_v.row_bytes());
       for (int64_t i0 = i_begin; i0 < i_end; i0 += kRows) {
         const int64_t nr = std::min(kRows, i_end - i0);
         const float* wr = split ? rows_v_->get(w_v, i0, h, nr, tile) : rows_k_.get(w_v, h * (dn + dv) + dn + i0, 0, nr, tile);
@@ -339,6 +372,7 @@ class MlaAbsorbedFast final : public Kernel {
   // Cached rows a step of the attention takes: they stay in L1 while every
   // head's scores and attended latents are taken against them.
   static constexpr int64_t kBlock = 16;
+  static constexpr int64_t kChunkBlocks = 2;  // blocks a chunk takes at least (a token with fewer: one chunk)
   static_assert(kBlock <= vec::kLanes, "vec::attend_lanes takes at most kLanes rows");
   ref::MlaShape s_;
   float kq_scale_;

@@ -226,18 +226,22 @@ void attend_block(const float* qt, int64_t k, const float* rows, int64_t ld, int
   // Each score sums kSpan values at a time into its own total: one lane
   // summing all k values in a row lost ~4x the accuracy of the dot products
   // it replaced (16 partial sums each).
+  // (The totals live in memory, added to once a span: kept in registers
+  // beside the spans' sums they made the compiler spill inside the loop.)
   constexpr int64_t kSpan = 32;
-  __m512 s[NB];
-  for (int j = 0; j < NB; ++j) s[j] = _mm512_setzero_ps();
+  alignas(64) float total[NB][16] = {};
   for (int64_t c0 = 0; c0 < k; c0 += kSpan) {
     __m512 part[NB];
     for (int j = 0; j < NB; ++j) part[j] = _mm512_setzero_ps();
-    for (int64_t c = c0; c < std::min(k, c0 + kSpan); ++c) {
+    const int64_t c1 = std::min(k, c0 + kSpan);
+    for (int64_t c = c0; c < c1; ++c) {
       const __m512 q = _mm512_loadu_ps(qt + c * 16);
       for (int j = 0; j < NB; ++j) part[j] = _mm512_fmadd_ps(q, _mm512_set1_ps(rows[j * ld + c]), part[j]);
     }
-    for (int j = 0; j < NB; ++j) s[j] = _mm512_add_ps(s[j], part[j]);
+    for (int j = 0; j < NB; ++j) _mm512_store_ps(total[j], _mm512_add_ps(_mm512_load_ps(total[j]), part[j]));
   }
+  __m512 s[NB];
+  for (int j = 0; j < NB; ++j) s[j] = _mm512_load_ps(total[j]);
   const __m512 sc = _mm512_set1_ps(scale);
   const __m512 m_old = _mm512_loadu_ps(m);
   __m512 m_new = m_old;

@@ -33,6 +33,15 @@ inline void for_each_item(Parallel& par, int64_t n, bool parallel, const std::fu
   });
 }
 
+// Asks for bytes [p, p + n) to be brought into L2 without waiting for them. An
+// item that is about to read a few KB of cold memory (a decoding token's
+// weights and cache rows, another core's partial sums) issues all its misses
+// at once this way rather than one dependent wait at a time.
+inline void prefetch_l2(const void* p, uint64_t n) {
+  const auto* b = static_cast<const uint8_t*>(p);
+  for (uint64_t i = 0; i < n; i += 64) __builtin_prefetch(b + i, 0, 2);
+}
+
 // A growable 64-byte-aligned buffer.
 class Scratch {
  public:

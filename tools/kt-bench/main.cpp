@@ -17,6 +17,7 @@ int run_matmul_bench(int argc, char** argv);  // matmul_bench.cpp
 int run_e2e_bench(int argc, char** argv);     // e2e_bench.cpp
 int run_moe_bench(int argc, char** argv);     // moe_bench.cpp
 int run_mla_bench(int argc, char** argv);     // mla_bench.cpp
+int run_pool_bench(int argc, char** argv);    // pool_bench.cpp
 }
 
 int main(int argc, char** argv) {
@@ -24,6 +25,7 @@ int main(int argc, char** argv) {
   if (argc > 1 && !std::strcmp(argv[1], "e2e")) return kt::bench::run_e2e_bench(argc - 2, argv + 2);
   if (argc > 1 && !std::strcmp(argv[1], "moe")) return kt::bench::run_moe_bench(argc - 2, argv + 2);
   if (argc > 1 && !std::strcmp(argv[1], "mla")) return kt::bench::run_mla_bench(argc - 2, argv + 2);
+  if (argc > 1 && !std::strcmp(argv[1], "pool")) return kt::bench::run_pool_bench(argc - 2, argv + 2);
   int threads = int(std::thread::hardware_concurrency());
   double gib = 3.0;  // triad working set: far above any L3 (the device's is 300 MiB)
   bool quick = false;
@@ -36,7 +38,8 @@ int main(int argc, char** argv) {
                            "       kt-bench matmul --help\n"
                            "       kt-bench e2e PLAN.ktp --help\n"
                            "       kt-bench moe --help\n"
-                           "       kt-bench mla --help\n");
+                           "       kt-bench mla --help\n"
+                           "       kt-bench pool [--threads N]\n");
       return 2;
     }
   }
