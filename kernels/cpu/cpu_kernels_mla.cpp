@@ -354,7 +354,8 @@ class MlaAbsorbedFast final : public Kernel {
       auto* tile = static_cast<float*>(scratch(7, size_t(kRows * r) * sizeof(float)));
       // W_V_h rows: v_b head h, or kv_b rows h * (d_nope + d_v) + d_nope + i.
       float* out = y.row(t0) + h * dv;
-      prefetch_l2(split ? w_v.row(i_begin, h) : w_v.row(h * (dn + dv) + dn + i_begin), uint64_t(i_end - i_begin) * w_v.row_bytes());
+      prefetch_l2(split ? w_v.row(i_begin, h) : w_v.row(h * (dn + dv) + dn + i_begin),
+                  uint64_t(i_end - i_begin) * w_v.row_bytes());
       for (int64_t i0 = i_begin; i0 < i_end; i0 += kRows) {
         const int64_t nr = std::min(kRows, i_end - i0);
         const float* wr = split ? rows_v_->get(w_v, i0, h, nr, tile) : rows_k_.get(w_v, h * (dn + dv) + dn + i0, 0, nr, tile);
