@@ -33,11 +33,13 @@ double spin_work(int64_t iters) {
   return x;
 }
 
-template <class Fn>
-double median_us(int reps, Fn&& pass) {
+// The median time of pass() over reps runs, each after an untimed before().
+template <class Fn, class Before = void (*)()>
+double median_us(int reps, Fn&& pass, Before&& before = [] {}) {
   std::vector<double> t;
   t.reserve(size_t(reps));
   for (int i = 0; i < reps; ++i) {
+    before();
     const auto t0 = Clock::now();
     pass();
     t.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
@@ -72,12 +74,7 @@ int run_pool_bench(int argc, char** argv) {
     for (int i = 0; i < 32; ++i) spin_work(item_iters);
   });
   const double busy = median_us(reps, items);
-  const double after_gap = median_us(2000, [&] {
-    spin_work(gap_iters);
-    const auto t0 = Clock::now();
-    items();
-    return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
-  }) - median_us(200, [&] { spin_work(gap_iters); });
+  const double after_gap = median_us(2000, items, [&] { spin_work(gap_iters); });
   std::printf("threads %d: empty pass %.2f us; 32 items of ~0.5 us: %.2f us (one thread alone %.2f); "
               "the same after ~50 us of the caller's own work: %.2f us\n",
               pool.n_threads(), empty, busy, one_thread, after_gap);
