@@ -47,6 +47,14 @@ struct Act {
 // calls; what a CPU factory may read at bind is then `host`): ggml order (ne[0] fastest),
 // nb[i] the byte stride of dimension i (nb[0] is the type size; rows of a
 // block type are nb[1] apart). Expert tensors are [n_in, n_out, n_expert].
+// How a weight's bytes are laid out where `data` points.
+//  Gguf: as in the file (ggml's blocks, nb below).
+//  Int8: repacked at load to matmul_i8's int8 blocks (kernels/cpu/matmul_i8.h;
+//    KTransformers' AMXInt8), one matrix per slice, i8_matrix_bytes(ne[0],
+//    ne[1]) apart. `host` and nb still describe the file's bytes, which the
+//    reference kernels read. Only factories that say so take it (Binder).
+enum class WeightLayout { Gguf, Int8 };
+
 struct WeightView {
   const void* data = nullptr;
   GgmlType type = GgmlType::F32;
@@ -54,6 +62,7 @@ struct WeightView {
   uint64_t nb[4] = {0, 0, 0, 0};
   std::string_view name;  // the GGUF tensor, for messages
   const void* host = nullptr;  // the same bytes in host memory (the GGUF mapping)
+  WeightLayout layout = WeightLayout::Gguf;
 
   int64_t n_in() const { return ne[0]; }
   int64_t n_out() const { return ne[1]; }

@@ -86,4 +86,14 @@ bool Binder::weight_computable(size_t k) {
                " values are not whole ", std::string(t.name), " blocks");
 }
 
+bool Binder::layouts_ok() {
+  for (size_t k = 0; k < s_.weights.size(); ++k) {
+    const WeightView& w = s_.weights[k];
+    if (w.layout == WeightLayout::Gguf || (w.layout == WeightLayout::Int8 && k < 32 && (int8_ok_ >> k) & 1)) continue;
+    return check(false, "weight '", std::string(w.name), "' is repacked to int8, which ", std::string(s_.kernel),
+                 " does not read (only the routed experts take it)");
+  }
+  return true;
+}
+
 }  // namespace kt::kern

@@ -59,17 +59,24 @@ class Binder {
   // The weight's type has reference kernels.
   bool weight_computable(size_t k);
 
+  // Weight k may come repacked (WeightLayout::Int8): the factory reads it so.
+  // Any other weight not in the file's layout fails the bind in done().
+  void accept_int8(size_t k) { int8_ok_ |= 1u << k; }
+
   // The factory's return value: the kernel when every check passed, else null.
   template <class K>
   std::unique_ptr<Kernel> done(std::unique_ptr<K> k) {
-    if (!ok_) return nullptr;
+    if (!ok_ || !layouts_ok()) return nullptr;
     return k;
   }
 
  private:
+  bool layouts_ok();
+
   const CallSpec& s_;
   std::string* error_;
   bool ok_ = true;
+  uint32_t int8_ok_ = 0;
 };
 
 }  // namespace kt::kern

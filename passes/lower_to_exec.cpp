@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "dialects/KtExecDialect.h"
+#include "kernels/cpu/matmul_i8.h"
 #include "mlir/IR/Builders.h"
 #include "passes/Passes.h"
 #include "passes/module_options.h"
@@ -85,7 +86,9 @@ class Lowering {
   Value buffer(const std::string& path, llvm::StringRef what, const std::string& device, int64_t cols,
                llvm::StringRef type = "F32", llvm::StringRef rows = "tokens");
   // `matrices`: only these slices of a 3-D weight (hot experts on a GPU).
-  std::string weight(ir::WeightAttr w, const std::string& device, llvm::ArrayRef<int64_t> matrices = {});
+  // layout "int8": repacked by the runtime at load (KTransformers' AMXInt8 experts).
+  std::string weight(ir::WeightAttr w, const std::string& device, llvm::ArrayRef<int64_t> matrices = {},
+                     llvm::StringRef layout = "gguf");
   mlir::NamedAttribute param(llvm::StringRef k, int64_t v) { return b_.getNamedAttr(k, b_.getI64IntegerAttr(v)); }
   mlir::NamedAttribute paramf(llvm::StringRef k, double v) { return b_.getNamedAttr(k, b_.getF64FloatAttr(v)); }
   // KTransformers' `backend: "AMXBF16"` on a CPU op: its steps of at least
@@ -190,8 +193,9 @@ Value Lowering::buffer(const std::string& path, llvm::StringRef what, const std:
   return Value{name, device, cols, rows.str()};
 }
 
-std::string Lowering::weight(ir::WeightAttr w, const std::string& device, llvm::ArrayRef<int64_t> matrices) {
-  std::string key = w.getName().str() + "@" + device;
+std::string Lowering::weight(ir::WeightAttr w, const std::string& device, llvm::ArrayRef<int64_t> matrices,
+                             llvm::StringRef layout) {
+  std::string key = w.getName().str() + "@" + device + "/" + layout.str();
   for (int64_t m : matrices) key += "," + std::to_string(m);
   auto it = weights_.find(key);
   if (it != weights_.end()) return it->second;
@@ -199,13 +203,18 @@ std::string Lowering::weight(ir::WeightAttr w, const std::string& device, llvm::
   uint64_t elems = 1;
   for (int64_t d : w.getShape()) elems *= uint64_t(d);
   if (!matrices.empty() && w.getShape().size() == 3) elems = elems / uint64_t(w.getShape()[2]) * matrices.size();
-  const int64_t bytes = t ? int64_t(t->row_bytes(int64_t(elems))) : 0;
+  int64_t bytes = t ? int64_t(t->row_bytes(int64_t(elems))) : 0;
+  if (layout == "int8") {  // matmul_i8's blocks, per matrix
+    auto shape = w.getShape();
+    const int64_t n_mat = matrices.empty() ? (shape.size() > 2 ? shape[2] : 1) : int64_t(matrices.size());
+    bytes = int64_t(kt::cpu::i8_matrix_bytes(shape[0], shape.size() > 1 ? shape[1] : 1)) * n_mat;
+  }
   const std::string sym = "w" + std::to_string(weights_.size());
   ensure_device(device);
   mlir::OpBuilder::InsertionGuard g(b_);
   b_.setInsertionPoint(first_phase_);
   exec::WeightOp::create(b_, model_.getLoc(), sym, w.getName(), w.getType(), b_.getDenseI64ArrayAttr(w.getShape()),
-                         device, "gguf", bytes,
+                         device, layout, bytes,
                          matrices.empty() ? mlir::DenseI64ArrayAttr() : b_.getDenseI64ArrayAttr(matrices));
   weights_[key] = sym;
   return sym;
@@ -470,9 +479,15 @@ mlir::FailureOr<Value> Lowering::moe(ModuleInterface m, const Value& x) {
   const std::string edev = device_of(experts), dev = device_of(m);
   const std::string epath = experts.getPath().str();
   const int64_t n_expert = experts.getGateProj().dim(2);
-  auto cpu_weights = [&] {
-    return llvm::SmallVector<std::string>{weight(experts.getGateProj(), edev), weight(experts.getUpProj(), edev),
-                                          weight(experts.getDownProj(), edev)};
+  // KTransformers' `backend: "AMXInt8"`: the CPU's experts repacked to int8 at
+  // load (kernels/cpu/matmul_i8.h); a streamed call (the GPU reading them from
+  // host memory) takes the file's bytes.
+  const bool int8 = option_str(experts, "backend") == "AMXInt8" && kind_of(edev) == "cpu";
+  auto cpu_weights = [&](bool streamed = false) {
+    const llvm::StringRef layout = int8 && !streamed ? "int8" : "gguf";
+    return llvm::SmallVector<std::string>{weight(experts.getGateProj(), edev, {}, layout),
+                                          weight(experts.getUpProj(), edev, {}, layout),
+                                          weight(experts.getDownProj(), edev, {}, layout)};
   };
   auto slots = [&](llvm::ArrayRef<int64_t> v) { return b_.getNamedAttr("expert_slots", b_.getDenseI64ArrayAttr(v)); };
   // Expert deferral (--defer-experts K): the CPU computes each token's
@@ -489,7 +504,7 @@ mlir::FailureOr<Value> Lowering::moe(ModuleInterface m, const Value& x) {
     if (streaming) {
       params.push_back(param("streamed", 1));
       ++phase_->streamed_calls;
-      call(experts, "moe_experts", dev, {x, ids, wts}, {out}, cpu_weights(), params);
+      call(experts, "moe_experts", dev, {x, ids, wts}, {out}, cpu_weights(true), params);
       return;
     }
     if (deferring) {

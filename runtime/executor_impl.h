@@ -35,12 +35,13 @@ class HostMemory {
   ~HostMemory() {
     if (p_) munmap(p_, n_);
   }
-  static Result<HostMemory> allocate(uint64_t bytes, const std::string& what) {
+  static Result<HostMemory> allocate(uint64_t bytes, const std::string& what,
+                                     const std::string& hint = " (lower --ctx or --parallel)") {
     HostMemory m;
     if (bytes == 0) return m;
     void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED)
-      return err("cannot allocate ", bytes >> 20, " MiB for ", what, ": out of memory (lower --ctx or --parallel)");
+      return err("cannot allocate ", bytes >> 20, " MiB for ", what, ": out of memory", hint);
     m.p_ = p;
     m.n_ = bytes;
     return m;
@@ -171,6 +172,7 @@ struct Executor::Impl {
   std::vector<std::unique_ptr<DeviceState>> devices;
   std::vector<kern::WeightView> weights;
   std::vector<std::vector<uint8_t>> host_copies;  // CPU weights holding a subset of a tensor's matrices
+  std::vector<HostMemory> host_repacked;           // CPU weights repacked to int8 (layout "int8")
   std::vector<kern::Act> buffers;
   std::vector<plan::RowKind> row_kinds;
   std::vector<HostMemory> kv_memory;
@@ -215,6 +217,7 @@ struct Executor::Impl {
   void populate_cpu_weights();
   Status check_device_memory() const;
   Status bind_weights();
+  Status repack_int8(const std::string& name, const DeviceState& dev, kern::WeightView& v);
   Status allocate();
   Status bind_calls();
   Status check_batch(const Batch& b, const BoundPhase& ph) const;

@@ -20,12 +20,16 @@
 //   sums each token's experts in the reference's order. Param bf16_rows (> 0):
 //   an expert with at least that many of the step's rows computes in BF16
 //   (matmul_bf16.h; KTransformers' AMXBF16), its rows packed as BF16 tiles.
+//   Weights repacked at load (WeightLayout::Int8; KTransformers' AMXInt8,
+//   all three or none): every product is matmul_i8's, at decode too, and the
+//   reference computes with ref::ActRounding::Int8 from the file's bytes.
 #include <algorithm>
 #include <string>
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/matmul_bf16.h"
+#include "kernels/cpu/matmul_i8.h"
 #include "kernels/cpu/matmul_q.h"
 #include "kernels/cpu/ops_ref.h"
 #include "kernels/cpu/vec_f32.h"
@@ -155,7 +159,10 @@ class MoeExperts final : public Kernel {
   void run(const CallArgs& a) override {
     const Act &x = a.in[0], &ids = a.in[1], &w = a.in[2], &y = a.out[0];
     const WeightView &g = a.weights[0], &u = a.weights[1], &d = a.weights[2];
-    const ref::FfnWeights f{g.type, u.type, d.type, g.data, u.data, d.data, g.ne[0], g.ne[1], rounding_};
+    // Repacked weights: the reference reads the file's bytes (host).
+    const bool file = g.layout != WeightLayout::Gguf;
+    const ref::FfnWeights f{g.type, u.type, d.type, file ? g.host : g.data, file ? u.host : u.data,
+                            file ? d.host : d.data, g.ne[0], g.ne[1], rounding_};
     const int64_t nu = ids.cols;
     // Which slices compute in BF16 depends on the whole step's choices.
     if (bf16_rows_ > 0) slots_.bf16_flags(ids.i32(), x.rows * nu, nu, g.ne[2], bf16_rows_, bf16_);
@@ -174,9 +181,12 @@ class MoeExperts final : public Kernel {
 
 class MoeExpertsFast final : public Kernel {
  public:
-  MoeExpertsFast(GgmlType gate, GgmlType up, GgmlType down, ExpertSlots slots, int64_t bf16_rows)
-      : impl_(fast_matmul_impl(gate, bf16_rows)), slots_(std::move(slots)), bf16_rows_(bf16_rows) {
-    same_act_ = cpu::act_row_bytes(gate, 256) == cpu::act_row_bytes(up, 256) && gate == up;
+  MoeExpertsFast(GgmlType gate, GgmlType up, GgmlType down, ExpertSlots slots, int64_t bf16_rows, bool i8)
+      : impl_(i8 ? std::string("int8 ") + cpu::matmul_i8_impl() : fast_matmul_impl(gate, bf16_rows)),
+        slots_(std::move(slots)),
+        bf16_rows_(bf16_rows),
+        i8_(i8) {
+    same_act_ = i8_ || (cpu::act_row_bytes(gate, 256) == cpu::act_row_bytes(up, 256) && gate == up);
   }
   std::string_view impl() const override { return impl_; }
 
@@ -227,8 +237,8 @@ class MoeExpertsFast final : public Kernel {
     for (int32_t e : active_)
       for (int64_t r = count_[size_t(e)]; r < count_[size_t(e) + 1]; ++r) row_bf16_[size_t(r)] = bf16_off_[size_t(e)] != kNoTiles;
 
-    const size_t arb_gate = cpu::act_row_bytes(g.type, n_embd), arb_up = cpu::act_row_bytes(u.type, n_embd);
-    const size_t arb_down = cpu::act_row_bytes(d.type, n_ff);
+    const size_t arb_gate = act_bytes(g.type, n_embd), arb_up = act_bytes(u.type, n_embd);
+    const size_t arb_down = act_bytes(d.type, n_ff);
     auto* xq_gate = static_cast<uint8_t*>(scratch(0, size_t(rows) * arb_gate));
     auto* xq_up = same_act_ ? xq_gate : static_cast<uint8_t*>(scratch(1, size_t(rows) * arb_up));
     auto* h = static_cast<float*>(scratch(2, size_t(rows * n_ff) * 2 * sizeof(float)));  // gate | up
@@ -243,8 +253,8 @@ class MoeExpertsFast final : public Kernel {
     for_each_item(*a.par, rows, par, [&](int64_t r, int) {
       if (row_bf16_[size_t(r)]) return;
       const float* xr = x.row(token_of_[size_t(r)]);
-      cpu::quantize_acts(g.type, xr, n_embd, 1, n_embd, xq_gate + size_t(r) * arb_gate);
-      if (!same_act_) cpu::quantize_acts(u.type, xr, n_embd, 1, n_embd, xq_up + size_t(r) * arb_up);
+      quantize(g.type, xr, n_embd, xq_gate + size_t(r) * arb_gate);
+      if (!same_act_) quantize(u.type, xr, n_embd, xq_up + size_t(r) * arb_up);
     });
 
     // With AMX, each expert's rows are laid out once as the tiles' activations
@@ -261,7 +271,9 @@ class MoeExpertsFast final : public Kernel {
       for_each_item(*a.par, int64_t(active_.size()), par, [&](int64_t i, int) {
         const int32_t e = active_[size_t(i)];
         const int64_t r0 = count_[size_t(e)], m = count_[size_t(e) + 1] - r0;
-        if (off[size_t(e)] != kNoTiles) cpu::tile_acts(t, xq + size_t(r0) * arb, n_in, m, tiles + off[size_t(e)]);
+        if (off[size_t(e)] == kNoTiles) return;
+        if (i8_) cpu::tile_acts_i8(xq + size_t(r0) * arb, n_in, m, tiles + off[size_t(e)]);
+        else cpu::tile_acts(t, xq + size_t(r0) * arb, n_in, m, tiles + off[size_t(e)]);
       });
     };
     if (bf16_x_bytes > 0) {
@@ -285,7 +297,12 @@ class MoeExpertsFast final : public Kernel {
                        const std::vector<size_t>& off, const uint8_t* b16, const std::vector<size_t>& b16_off,
                        int64_t n_in, float* out, int64_t n_out, int64_t o0, int64_t o1) {
       const int64_t r0 = count_[size_t(e)], m = count_[size_t(e) + 1] - r0;
-      if (b16_off[size_t(e)] != kNoTiles)
+      if (i8_) {
+        const uint8_t* mat = wv.bytes() + size_t(e) * cpu::i8_matrix_bytes(n_in, n_out);
+        cpu::matmul_i8(mat, n_in, n_out, xq + size_t(r0) * arb,
+                       off[size_t(e)] != kNoTiles ? tiles + off[size_t(e)] : nullptr, m, out + r0 * n_out, n_out, o0,
+                       o1);
+      } else if (b16_off[size_t(e)] != kNoTiles)
         cpu::matmul_bf16(wv.type, wv.mat(e), wv.row_bytes(), n_in, b16 + b16_off[size_t(e)], m, out + r0 * n_out,
                          n_out, o0, o1);
       else if (off[size_t(e)] != kNoTiles)
@@ -311,7 +328,7 @@ class MoeExpertsFast final : public Kernel {
         vec::silu_mul(gate_out + r * n_ff + o0, up_out + r * n_ff + o0, o1 - o0, gate_out + r * n_ff + o0);
     });
     for_each_item(*a.par, rows, par, [&](int64_t r, int) {
-      if (!row_bf16_[size_t(r)]) cpu::quantize_acts(d.type, gate_out + r * n_ff, n_ff, 1, n_ff, hq + size_t(r) * arb_down);
+      if (!row_bf16_[size_t(r)]) quantize(d.type, gate_out + r * n_ff, n_ff, hq + size_t(r) * arb_down);
     });
     if (bf16_h_bytes > 0)
       for_each_item(*a.par, int64_t(active_.size()), par, [&](int64_t i, int) {
@@ -361,15 +378,25 @@ class MoeExpertsFast final : public Kernel {
     size_t total = 0;
     for (int32_t e : active_) {
       if (bf16_off_[size_t(e)] != kNoTiles) continue;  // a BF16 expert: its own tiles
-      const size_t b = cpu::tiled_acts_bytes(t, n_in, count_[size_t(e) + 1] - count_[size_t(e)]);
+      const int64_t m = count_[size_t(e) + 1] - count_[size_t(e)];
+      const size_t b = i8_ ? cpu::i8_tiles_bytes(n_in, m) : cpu::tiled_acts_bytes(t, n_in, m);
       if (b > 0) off[size_t(e)] = total, total += b;
     }
     return total;
   }
 
+  // A row of activations for a matrix of type t, and its quantization: the
+  // type's 8-bit blocks, or int8 chunks for the repacked experts.
+  size_t act_bytes(GgmlType t, int64_t n) const { return i8_ ? cpu::i8_act_row_bytes(n) : cpu::act_row_bytes(t, n); }
+  void quantize(GgmlType t, const float* x, int64_t n, uint8_t* dst) const {
+    if (i8_) cpu::quantize_acts_i8(x, n, 1, n, dst);
+    else cpu::quantize_acts(t, x, n, 1, n, dst);
+  }
+
   std::string impl_;  // matmul_q's kernel, and matmul_bf16's where bf16_rows asks for it
   ExpertSlots slots_;
   int64_t bf16_rows_;
+  bool i8_;  // the weights are repacked to int8 (WeightLayout::Int8)
   std::vector<size_t> tile_gate_, tile_up_, tile_down_, bf16_off_, bf16_h_off_;
   std::vector<uint8_t> row_bf16_;
   bool same_act_ = false;
@@ -403,9 +430,18 @@ std::unique_ptr<Kernel> make_cpu_moe_experts(const CallSpec& s, std::string* err
   const GgmlType tg = s.weights[0].type, tu = s.weights[1].type, td = s.weights[2].type;
   const int64_t bf16_rows = b.i("bf16_rows", 0);
   if (!b.check(bf16_rows >= 0, "bf16_rows must be >= 0")) return nullptr;
-  if (use_fast_matmul(s, tg) && use_fast_matmul(s, tu) && use_fast_matmul(s, td))
-    return b.done(std::make_unique<MoeExpertsFast>(tg, tu, td, std::move(slots), bf16_rows));
-  return b.done(std::make_unique<MoeExperts>(act_rounding(s.rounding), std::move(slots), bf16_rows));
+  const bool int8 = s.weights[0].layout == WeightLayout::Int8;
+  for (size_t k = 0; k < 3; ++k) {
+    b.check((s.weights[k].layout == WeightLayout::Int8) == int8, "weights '", std::string(s.weights[0].name),
+            "' and '", std::string(s.weights[k].name), "': repacked to int8 one and not the other");
+    b.accept_int8(k);
+  }
+  if (!b.check(!int8 || bf16_rows == 0, "experts repacked to int8 take no bf16_rows")) return nullptr;
+  if (int8 || (use_fast_matmul(s, tg) && use_fast_matmul(s, tu) && use_fast_matmul(s, td)))
+    if (s.impl == Impl::Fast)
+      return b.done(std::make_unique<MoeExpertsFast>(tg, tu, td, std::move(slots), bf16_rows, int8));
+  return b.done(std::make_unique<MoeExperts>(int8 ? ref::ActRounding::Int8 : act_rounding(s.rounding),
+                                             std::move(slots), bf16_rows));
 }
 
 }  // namespace kt::kern

@@ -56,7 +56,17 @@ void softmax(float* x, int64_t n, int64_t n_rows);
 //  Bf16: weights (as decoded) and activations both rounded to BF16, nearest
 //    even: what matmul_bf16 computes (KTransformers' AMXBF16 experts), summed
 //    exactly here.
-enum class ActRounding { Exact, GgmlCpu, Bf16 };
+//  Int8: weights (as decoded) and activations both rounded per chunk of 256
+//    values to int8 with one float scale (quantize_chunk_i8): what matmul_i8
+//    computes over weights repacked at load (KTransformers' AMXInt8 experts),
+//    summed exactly here.
+enum class ActRounding { Exact, GgmlCpu, Bf16, Int8 };
+
+// One chunk of n (<= 256) floats to int8 with its scale, the Int8 rounding (the
+// reference of matmul_i8's repacking and quantizers, which call it or match it
+// bit for bit): d = max |x| / 127 in float, q = nearest-even(x / d); d = 0 and
+// q = 0 for a chunk of zeros.
+float quantize_chunk_i8(const float* x, int64_t n, int8_t* q);
 
 // x rounded per `rounding` for a dot product with weight_type rows; n must be
 // a multiple of weight_type's block size. out may alias x.

@@ -133,6 +133,15 @@ void round_activations(GgmlType weight_type, ActRounding rounding, const float* 
     for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(f32_to_bf16(out[i]));
     return;
   }
+  if (rounding == ActRounding::Int8) {
+    int8_t q[256];
+    for (int64_t c = 0; c < n; c += 256) {
+      const int64_t m = std::min<int64_t>(256, n - c);
+      const float d = quantize_chunk_i8(out + c, m, q);
+      for (int64_t i = 0; i < m; ++i) out[c + i] = float(q[i]) * d;
+    }
+    return;
+  }
   switch (weight_type) {
     case GgmlType::F32:
       return;
@@ -156,12 +165,50 @@ void round_activations(GgmlType weight_type, ActRounding rounding, const float* 
   }
 }
 
+float quantize_chunk_i8(const float* x, int64_t n, int8_t* q) {
+  float amax = 0.0f;
+  for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));
+  const float d = amax / 127.0f;
+  for (int64_t i = 0; i < n; ++i) q[i] = d == 0.0f ? int8_t(0) : int8_t(std::nearbyint(x[i] / d));
+  return d;
+}
+
+namespace {
+
+// Int8 rounding of n values as exact doubles q * d, chunk by chunk.
+void int8_values(const float* x, int64_t n, double* out) {
+  int8_t q[256];
+  for (int64_t c = 0; c < n; c += 256) {
+    const int64_t m = std::min<int64_t>(256, n - c);
+    const float d = quantize_chunk_i8(x + c, m, q);
+    for (int64_t i = 0; i < m; ++i) out[c + i] = double(q[i]) * double(d);
+  }
+}
+
+}  // namespace
+
 void matmul(GgmlType type, const void* w, int64_t n_in, int64_t n_out, const float* x,
             int64_t n_batch, float* y, ActRounding rounding) {
   const TypeTraits& t = computable(type);
   const uint64_t row_bytes = t.row_bytes(n_in);
   const auto* base = static_cast<const uint8_t*>(w);
   std::vector<float> xr(static_cast<size_t>(n_in));
+  if (rounding == ActRounding::Int8) {  // weights and activations both, per chunk of 256
+    std::vector<double> wr(static_cast<size_t>(n_in * n_out)), xd(static_cast<size_t>(n_in));
+    for (int64_t o = 0; o < n_out; ++o) {
+      t.dequant_row(base + uint64_t(o) * row_bytes, xr.data(), n_in);
+      int8_values(xr.data(), n_in, wr.data() + o * n_in);
+    }
+    for (int64_t b = 0; b < n_batch; ++b) {
+      int8_values(x + b * n_in, n_in, xd.data());
+      for (int64_t o = 0; o < n_out; ++o) {
+        double s = 0.0;
+        for (int64_t i = 0; i < n_in; ++i) s += wr[size_t(o * n_in + i)] * xd[size_t(i)];
+        y[b * n_out + o] = float(s);
+      }
+    }
+    return;
+  }
   if (rounding == ActRounding::Bf16) {  // the weights rounded too: decode each row once
     std::vector<float> wr(static_cast<size_t>(n_in * n_out));
     for (int64_t o = 0; o < n_out; ++o) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/cpu/matmul_bf16.h"
+#include "kernels/cpu/matmul_i8.h"
 #include "kernels/cpu/matmul_q.h"
 #include "test/unit/cpu_kernel_call.h"
 
@@ -22,7 +23,8 @@ using namespace cpu_test;
 // cpu.moe_experts over n tokens of x with their routing (ids as I32 bits in floats, weights).
 std::unique_ptr<Call> moe_experts_call(Impl impl, std::vector<WeightView> w, std::vector<Param> params,
                                        const std::vector<float>& x, const std::vector<float>& ids,
-                                       const std::vector<float>& wts, int64_t n_embd, int64_t n_used, int64_t n) {
+                                       const std::vector<float>& wts, int64_t n_embd, int64_t n_used, int64_t n,
+                                       std::string* error = nullptr) {
   auto c = std::make_unique<Call>("cpu.moe_experts", impl, Rounding::GgmlCpu);
   c->spec.weights = std::move(w);
   c->spec.params = std::move(params);
@@ -30,6 +32,11 @@ std::unique_ptr<Call> moe_experts_call(Impl impl, std::vector<WeightView> w, std
   c->add_in(GgmlType::I32, n_used, n, ids);
   c->add_in(GgmlType::F32, n_used, n, wts);
   c->add_out(GgmlType::F32, n_embd, n);
+  if (error) {  // a bind expected to fail
+    if (c->bind()) return c;
+    *error = c->error;
+    return nullptr;
+  }
   EXPECT_TRUE(c->bind()) << c->error;
   return c;
 }
@@ -160,6 +167,96 @@ TEST(FastMoe, Bf16ExpertsMatchReference) {
   }
   std::printf("  worst rel_l2 to the reference %.2e (bound %.0e); BF16 and ggml's rounding at least %.2e apart\n",
               worst, kBf16Tol, least_apart);
+}
+
+// A 3-D weight repacked to int8 as the runtime repacks it for a plan whose
+// layout says "int8": the repacked bytes at data, the file's still at host.
+struct Repacked {
+  std::vector<uint8_t> buf;
+  WeightView view;
+};
+Repacked repack_int8(const Tensor& t) {
+  Repacked r;
+  const WeightView& v = t.view;
+  const size_t mb = cpu::i8_matrix_bytes(v.ne[0], v.ne[1]);
+  r.buf.resize(mb * size_t(v.ne[2]) + 64);
+  uint8_t* p = r.buf.data() + (64 - reinterpret_cast<uintptr_t>(r.buf.data()) % 64) % 64;
+  cpu::repack_i8_matrices(v.type, v.data, v.nb[1], v.nb[2], v.ne[0], v.ne[1], v.ne[2], p, 2);
+  r.view = v;
+  r.view.data = p;
+  r.view.layout = WeightLayout::Int8;
+  return r;
+}
+
+// KTransformers' AMXInt8: experts repacked to int8 at load. The fast operator
+// (VNNI, AMX tiles from 8 rows of an expert, scalar) against the reference
+// with Int8 rounding (from the file's bytes), at decode (1 token) and for a
+// step whose experts take 1 to 30 rows, with a down matrix whose rows (288)
+// end in a short chunk. Int8 is not ggml's rounding: the two differ by far
+// more than the bound.
+TEST(FastMoe, Int8ExpertsMatchReference) {
+  const int64_t n_embd = 512, n_ff = 288, n_expert = 4, n_used = 2, n = 40;
+  const auto [g, u, d] = random_experts(GgmlType::Q5_0, n_embd, n_ff, n_expert, 71);
+  const Repacked gi = repack_int8(g), ui = repack_int8(u), di = repack_int8(d);
+  const std::vector<float> x = random_floats(size_t(n * n_embd), 74);
+  std::vector<float> ids(size_t(n * n_used)), wts = random_floats(size_t(n * n_used), 75);
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t k = 0; k < n_used; ++k) {
+      int32_t e = int32_t((t + k * (1 + t % 2)) % 3);
+      if (t == 7 && k == 1) e = 3;  // one row of expert 3
+      std::memcpy(&ids[size_t(t * n_used + k)], &e, 4);
+    }
+  for (int64_t steps : {n, int64_t(1)}) {
+    auto make = [&](Impl impl, bool int8) {
+      return moe_experts_call(impl, int8 ? std::vector<WeightView>{gi.view, ui.view, di.view}
+                                         : std::vector<WeightView>{g.view, u.view, d.view},
+                              {}, x, ids, wts, n_embd, n_used, steps);
+    };
+    const StepData sd = one_sequence(steps);
+    auto fast = make(Impl::Fast, true), ref = make(Impl::Reference, true), ggml = make(Impl::Reference, false);
+    ASSERT_NE(fast->kernel->impl().find("int8"), std::string_view::npos) << fast->kernel->impl();
+    fast->run(sd.step(), steps);
+    ref->run(sd.step(), steps);
+    ggml->run(sd.step(), steps);
+    double worst = 0, least_apart = 1;
+    for (int64_t t = 0; t < steps; ++t) {
+      const float* f = fast->out[0].data() + t * n_embd;
+      const double e = rel_l2(f, ref->out[0].data() + t * n_embd, size_t(n_embd));
+      EXPECT_LE(e, 1e-6) << "token " << t << " of " << steps;
+      worst = std::max(worst, e);
+      const double apart = rel_l2(f, ggml->out[0].data() + t * n_embd, size_t(n_embd));
+      EXPECT_GT(apart, 1e-5) << "token " << t;
+      least_apart = std::min(least_apart, apart);
+    }
+    std::printf("  %lld tokens (%s): worst rel_l2 to the reference %.2e (bound 1e-6); int8 and ggml's rounding at "
+                "least %.2e apart\n",
+                (long long)steps, std::string(fast->kernel->impl()).c_str(), worst, least_apart);
+  }
+}
+
+// Only some of the three repacked, or repacked with bf16_rows, fails the bind
+// with a message; so does a repacked weight given to a kernel that does not
+// read the layout.
+TEST(FastMoe, Int8LayoutChecked) {
+  const auto [g, u, d] = random_experts(GgmlType::Q4_K, 256, 256, 2, 3);
+  const Repacked gi = repack_int8(g), ui = repack_int8(u), di = repack_int8(d);
+  const std::vector<float> x = random_floats(256, 4), ids(2, 0.0f), wts(2, 0.5f);
+  Param rows;
+  rows.key = "bf16_rows";
+  rows.i = 32;
+  std::string error;
+  EXPECT_FALSE(moe_experts_call(Impl::Fast, {gi.view, u.view, di.view}, {}, x, ids, wts, 256, 2, 1, &error));
+  EXPECT_NE(error.find("one and not the other"), std::string::npos) << error;
+  EXPECT_FALSE(moe_experts_call(Impl::Fast, {gi.view, ui.view, di.view}, {rows}, x, ids, wts, 256, 2, 1, &error));
+  EXPECT_NE(error.find("take no bf16_rows"), std::string::npos) << error;
+  Call mm("cpu.matmul", Impl::Fast, Rounding::GgmlCpu);
+  WeightView w2 = gi.view;
+  w2.ne[2] = 1;
+  mm.spec.weights = {w2};
+  mm.add_in(GgmlType::F32, 256, 1, x);
+  mm.add_out(GgmlType::F32, 256, 1);
+  EXPECT_FALSE(mm.bind());
+  EXPECT_NE(mm.error.find("does not read"), std::string::npos) << mm.error;
 }
 
 // cpu.silu_mul's fast path (float, AVX-512 where the CPU has it) against the

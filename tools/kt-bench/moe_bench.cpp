@@ -4,6 +4,9 @@
 // expert weights against the DRAM triad, and prefill (128, 512, 2048 tokens) in
 // TFLOP/s against oneDNN's BF16 GEMM on the same shapes. --routing draws the
 // experts uniformly (default), Zipf-skewed or as a routing profile says.
+// --int8 repacks the experts to int8 first, as a plan with KTransformers'
+// AMXInt8 has the runtime do (kernels/cpu/matmul_i8.h); GB/s then counts the
+// repacked bytes.
 #include <algorithm>
 #include <cmath>
 #include <chrono>
@@ -17,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kernels/cpu/matmul_i8.h"
 #include "kernels/kernel.h"
 #include "kernels/random_blocks.h"
 #include "kernels/registry.h"
@@ -49,7 +53,23 @@ const Shape kShapes[] = {
 struct Layer {
   std::vector<uint8_t> gate, up, down;
   kern::WeightView w[3];
+  std::vector<uint8_t> i8[3];  // --int8: the repacked matrices (64-byte aligned within)
 };
+
+// Repacks the three weights as the runtime does for a plan's "int8" layout;
+// returns the seconds it took.
+double repack_layer(Layer& L, int threads) {
+  const auto t0 = Clock::now();
+  for (int k = 0; k < 3; ++k) {
+    kern::WeightView& v = L.w[k];
+    L.i8[k].resize(cpu::i8_matrix_bytes(v.ne[0], v.ne[1]) * size_t(v.ne[2]) + 64);
+    uint8_t* p = L.i8[k].data() + (64 - reinterpret_cast<uintptr_t>(L.i8[k].data()) % 64) % 64;
+    cpu::repack_i8_matrices(v.type, v.data, v.nb[1], v.nb[2], v.ne[0], v.ne[1], v.ne[2], p, threads);
+    v.data = p;
+    v.layout = kern::WeightLayout::Int8;
+  }
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
 std::unique_ptr<Layer> make_layer(const Shape& s) {
   auto L = std::make_unique<Layer>();
@@ -142,6 +162,7 @@ int run_moe_bench(int argc, char** argv) {
   int threads = 0;
   bool quick = false;
   int64_t bf16_rows = 0;
+  bool int8 = false;
   std::string routing = "uniform";
   for (int i = 0; i < argc; ++i) {
     const std::string a = argv[i];
@@ -150,10 +171,12 @@ int run_moe_bench(int argc, char** argv) {
     else if (a == "--threads" && i + 1 < argc) threads = std::atoi(argv[++i]);
     else if (a == "--quick") quick = true;
     else if (a == "--bf16-rows" && i + 1 < argc) bf16_rows = std::atoll(argv[++i]);
+    else if (a == "--int8") int8 = true;
     else {
       std::fprintf(stderr, "usage: kt-bench moe [--model deepseek-v2-lite|deepseek-v3|qwen2-57b-a14b|mixtral-8x7b] "
                            "[--threads N] [--quick] [--routing uniform|zipf:S|profile:FILE]\n"
-                           "       [--bf16-rows N]  (experts with N or more of a call's rows in BF16: AMXBF16)\n");
+                           "       [--bf16-rows N]  (experts with N or more of a call's rows in BF16: AMXBF16)\n"
+                           "       [--int8]         (experts repacked to int8 at load: AMXInt8)\n");
       return 2;
     }
   }
@@ -164,17 +187,26 @@ int run_moe_bench(int argc, char** argv) {
   }
   ThreadPool pool(threads);
   const TriadResult triad = measure_triad(uint64_t(quick ? 1 : 3) << 30, pool.n_threads(), 3);
-  std::printf("cpu: %s, %d threads; DRAM triad %.1f GB/s; routing %s; bf16_rows %lld\n", cpu_description().c_str(),
-              pool.n_threads(), triad.gbps, dist->name.c_str(), (long long)bf16_rows);
+  std::printf("cpu: %s, %d threads; DRAM triad %.1f GB/s; routing %s; bf16_rows %lld; experts %s\n",
+              cpu_description().c_str(), pool.n_threads(), triad.gbps, dist->name.c_str(), (long long)bf16_rows,
+              int8 ? "repacked to int8" : "as the file has them");
   std::printf("%-18s %8s %10s %10s %12s %12s %10s\n", "model", "tokens", "ms", "GB/s", "of triad", "TFLOP/s",
               "oneDNN bf16");
   nlohmann::json j = {{"triad_gbps", triad.gbps}, {"threads", pool.n_threads()}, {"routing", dist->name},
-                      {"bf16_rows", bf16_rows},
+                      {"bf16_rows", bf16_rows}, {"int8", int8},
                       {"moe", nlohmann::json::array()}};
   for (const Shape& s : kShapes) {
     if (!only.empty() && only != s.name) continue;
     auto L = make_layer(s);
-    const double expert_bytes = double(L->gate.size() + L->up.size() + L->down.size()) / double(s.n_expert);
+    double expert_bytes = double(L->gate.size() + L->up.size() + L->down.size()) / double(s.n_expert);
+    if (int8) {
+      const double sec = repack_layer(*L, pool.n_threads());
+      const double file_bytes = expert_bytes * double(s.n_expert);
+      expert_bytes = 0;
+      for (const auto& b : L->i8) expert_bytes += double(b.size() - 64) / double(s.n_expert);
+      std::printf("%-18s repacked %.0f MB of experts to %.0f MB of int8 in %.2f s\n", s.name, file_bytes / 1e6,
+                  expert_bytes * double(s.n_expert) / 1e6, sec);
+    }
     for (int64_t n : {int64_t(1), int64_t(128), int64_t(512), int64_t(2048)}) {
       if (quick && n > 128) continue;
       const MoeTime mt = time_moe(s, *L, pool, n, n == 1 ? 20 : 3, *dist, bf16_rows);

@@ -1,0 +1,274 @@
+// matmul_i8 (matmul_i8.h) with AMX-INT8 tiles. The weights are already int8 in
+// blocks of 16 rows x 256 values (row stride 256), so an A tile is loaded
+// straight from the repacked matrix; the activations are laid out once per
+// call (or once per expert by the caller) in B's 4-byte-interleaved layout:
+//   per tile of 16 tokens: int8 q[chunk][4 slices][16 (k/4)][16 tokens][4], then
+//   float d[chunk][16] (each token's scale; 0 for a missing token).
+// One step is a 2 x 2 block: 32 weight rows x 32 tokens in C tiles 0..3, the
+// four 64-value slices of a chunk added in the tiles (tdpbssd), then each C
+// tile read back once per chunk and scaled by the rows' and tokens' scales
+// into float accumulators in L1. matmul_q's AMX kernel reads back every 32
+// values and unpacks its weights per call; this one does neither.
+//
+// The tile operations go through a backend: Hw (the instructions) or Emu
+// (plain C++ with their semantics), so CPUs without AMX test the layouts.
+#include <immintrin.h>
+
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/cpu/amx_tiles.h"
+#include "kernels/cpu/matmul_i8.h"
+
+namespace kt::cpu::matmul_detail {
+namespace {
+
+// Tiles: 0..3 C (16 x 16 int32), C tile 2 * ri + ti for rows ri, tokens ti;
+// 4, 5 A (16 rows x 64 bytes); 6, 7 B (16 rows x 64 bytes).
+TileConfig tile_config() {
+  TileConfig c;
+  for (int t = 0; t < 8; ++t) c.rows[t] = 16, c.colsb[t] = 64;
+  return c;
+}
+
+// The intrinsics take tile numbers as literal tokens (they name registers in
+// the assembly), hence the chains of constant branches.
+struct Hw {
+  static void configure(const TileConfig& c) { _tile_loadconfig(&c); }
+  static void release() { _tile_release(); }
+  template <int T>
+  static void load(const void* p, int64_t stride) {
+    if constexpr (T == 4) _tile_loadd(4, p, stride);
+    else if constexpr (T == 5) _tile_loadd(5, p, stride);
+    else if constexpr (T == 6) _tile_loadd(6, p, stride);
+    else _tile_loadd(7, p, stride);
+  }
+  template <int C>
+  static void zero() {
+    if constexpr (C == 0) _tile_zero(0);
+    else if constexpr (C == 1) _tile_zero(1);
+    else if constexpr (C == 2) _tile_zero(2);
+    else _tile_zero(3);
+  }
+  template <int C, int A, int B>  // the four products of chunk_step
+  static void dp() {
+    static_assert(A == 4 + C / 2 && B == 6 + C % 2);
+    if constexpr (C == 0) _tile_dpbssd(0, 4, 6);
+    else if constexpr (C == 1) _tile_dpbssd(1, 4, 7);
+    else if constexpr (C == 2) _tile_dpbssd(2, 5, 6);
+    else _tile_dpbssd(3, 5, 7);
+  }
+  template <int C>
+  static void store(int32_t* p) {
+    if constexpr (C == 0) _tile_stored(0, p, 64);
+    else if constexpr (C == 1) _tile_stored(1, p, 64);
+    else if constexpr (C == 2) _tile_stored(2, p, 64);
+    else _tile_stored(3, p, 64);
+  }
+};
+
+struct Emu {
+  struct State {
+    alignas(64) uint8_t t[8][16][64];
+  };
+  static State& st() {
+    thread_local State s;
+    return s;
+  }
+  static void configure(const TileConfig&) { std::memset(st().t, 0, sizeof(st().t)); }
+  static void release() {}
+  template <int T>
+  static void load(const void* p, int64_t stride) {
+    for (int r = 0; r < 16; ++r) std::memcpy(st().t[T][r], static_cast<const uint8_t*>(p) + r * stride, 64);
+  }
+  template <int C>
+  static void zero() {
+    std::memset(st().t[C], 0, sizeof(st().t[C]));
+  }
+  template <int C, int A, int B>
+  static void dp() {
+    State& s = st();
+    for (int m = 0; m < 16; ++m)
+      for (int n = 0; n < 16; ++n) {
+        int32_t acc;
+        std::memcpy(&acc, &s.t[C][m][4 * n], 4);
+        for (int k = 0; k < 64; ++k)
+          acc += int32_t(int8_t(s.t[A][m][k])) * int32_t(int8_t(s.t[B][k / 4][4 * n + k % 4]));
+        std::memcpy(&s.t[C][m][4 * n], &acc, 4);
+      }
+  }
+  template <int C>
+  static void store(int32_t* p) {
+    std::memcpy(p, st().t[C], 1024);
+  }
+};
+
+constexpr int64_t kGroupTiles = 8;  // tokens per pass: 8 tiles of 16
+
+// One step: NR blocks of 16 rows (at blk0, blk1: this chunk's weight blocks)
+// against NT tiles of tokens (at b0, b1: this chunk's slices), the chunk's
+// four 64-value slices added in C tiles 2 ri + ti.
+template <class T, int NR, int NT>
+[[gnu::always_inline]] inline void products(const uint8_t* blk0, const uint8_t* blk1, const uint8_t* b0,
+                                            const uint8_t* b1) {
+  T::template zero<0>();
+  if constexpr (NT == 2) T::template zero<1>();
+  if constexpr (NR == 2) T::template zero<2>();
+  if constexpr (NR == 2 && NT == 2) T::template zero<3>();
+  for (int j = 0; j < 4; ++j) {
+    T::template load<4>(blk0 + 64 * j, 256);
+    T::template load<6>(b0 + 1024 * j, 64);
+    T::template dp<0, 4, 6>();
+    if constexpr (NT == 2) {
+      T::template load<7>(b1 + 1024 * j, 64);
+      T::template dp<1, 4, 7>();
+    }
+    if constexpr (NR == 2) {
+      T::template load<5>(blk1 + 64 * j, 256);
+      T::template dp<2, 5, 6>();
+      if constexpr (NT == 2) T::template dp<3, 5, 7>();
+    }
+  }
+}
+
+// A step's C tiles into cbuf (tile C at cbuf + 256 C).
+template <class T, int NR>
+[[gnu::always_inline]] inline void store_tiles(int nt, int32_t* cbuf) {
+  T::template store<0>(cbuf);
+  if (nt == 2) T::template store<1>(cbuf + 256);
+  if constexpr (NR == 2) {
+    T::template store<2>(cbuf + 512);
+    if (nt == 2) T::template store<3>(cbuf + 768);
+  }
+}
+
+// What a step left in cbuf, to be scaled into the accumulators:
+// acc[ti][16 ri + r][token] += C[r][token] * d_w[ri][r] * d_x[ti][token].
+struct Drain {
+  const float* dw[2];
+  const float* dx[2];
+  float* acc[2];
+  int nt = 0;
+};
+
+template <int NR>
+[[gnu::always_inline]] inline void drain(const Drain& d, const int32_t* cbuf) {
+  for (int ri = 0; ri < NR; ++ri)
+    for (int ti = 0; ti < d.nt; ++ti) {
+      const int32_t* c = cbuf + 256 * (2 * ri + ti);
+      const __m512 dx = _mm512_load_ps(d.dx[ti]);
+      float* acc = d.acc[ti] + 256 * ri;
+      for (int r = 0; r < 16; ++r) {
+        const __m512 s = _mm512_mul_ps(_mm512_set1_ps(d.dw[ri][r]), dx);
+        _mm512_store_ps(acc + 16 * r, _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c + 16 * r)), s,
+                                                      _mm512_load_ps(acc + 16 * r)));
+      }
+    }
+}
+
+// Rows [o, o + 16 NR) against the group's n_tok tokens (tiles at `tiles`).
+// (Issuing a step's products before scaling the previous step's C tiles, so
+// the vector units scale while the tiles multiply, measured no faster on the
+// device's Xeon: 16 threads, hot weights, 48 / 256 tokens 7.2-7.3 / 7.8-8.5
+// TFLOP/s pipelined against 6.8-7.6 / 9.3 in this order.)
+template <class T, int NR>
+void row_pair(const uint8_t* wi8, int64_t nc, size_t tb, int64_t o, const uint8_t* tiles, int64_t n_tok, float* acc,
+              int32_t* cbuf) {
+  const int64_t n_tiles = (n_tok + 15) / 16;
+  std::memset(acc, 0, size_t(n_tiles) * 512 * sizeof(float));
+  const uint8_t* rows0 = wi8 + size_t(o / 16 * nc) * kI8BlockBytes;
+  const uint8_t* rows1 = rows0 + size_t(nc) * kI8BlockBytes;
+  for (int64_t c = 0; c < nc; ++c) {
+    const uint8_t* blk0 = rows0 + size_t(c) * kI8BlockBytes;
+    const uint8_t* blk1 = NR == 2 ? rows1 + size_t(c) * kI8BlockBytes : nullptr;
+    if (c + 1 < nc) {
+      // The next chunk's blocks, from memory while this one multiplies (the
+      // tiles' strided loads leave the hardware prefetchers behind: V2-Lite's
+      // MoE layer at 128 tokens 2.05-2.07 -> 2.25-2.36 TFLOP/s on the device).
+      for (size_t i = 0; i < kI8BlockBytes; i += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(blk0 + kI8BlockBytes + i), _MM_HINT_T0);
+        if constexpr (NR == 2) _mm_prefetch(reinterpret_cast<const char*>(blk1 + kI8BlockBytes + i), _MM_HINT_T0);
+      }
+    }
+    for (int64_t tt = 0; tt < n_tiles; tt += 2) {
+      const uint8_t* t0 = tiles + size_t(tt) * tb;
+      Drain cur;
+      cur.nt = tt + 1 < n_tiles ? 2 : 1;
+      cur.dw[0] = reinterpret_cast<const float*>(blk0 + 4096);
+      cur.dw[1] = NR == 2 ? reinterpret_cast<const float*>(blk1 + 4096) : nullptr;
+      for (int i = 0; i < cur.nt; ++i) {
+        const uint8_t* ti = t0 + size_t(i) * tb;
+        cur.dx[i] = reinterpret_cast<const float*>(ti + nc * 4096) + c * 16;
+        cur.acc[i] = acc + (tt + i) * 512;
+      }
+      if (cur.nt == 2) products<T, NR, 2>(blk0, blk1, t0 + c * 4096, t0 + tb + c * 4096);
+      else products<T, NR, 1>(blk0, blk1, t0 + c * 4096, nullptr);
+      store_tiles<T, NR>(cur.nt, cbuf);
+      drain<NR>(cur, cbuf);
+    }
+  }
+}
+
+template <class T>
+void run(const uint8_t* wi8, int64_t n_in, const uint8_t* tiles, int64_t n_batch, float* y, int64_t y_stride,
+         int64_t o_begin, int64_t o_end, int64_t n_out) {
+  const int64_t nc = i8_chunks(n_in);
+  const size_t tb = i8_tile_bytes(n_in);
+  // acc[tile][32 rows][16 tokens] for a group's tiles, and a step's C tiles.
+  auto* acc = static_cast<float*>(amx_thread_buffer(size_t(kGroupTiles) * 512 * sizeof(float) + 4096));
+  auto* cbuf = reinterpret_cast<int32_t*>(acc + kGroupTiles * 512);
+  T::configure(tile_config());
+  for (int64_t g0 = 0; g0 < n_batch; g0 += kGroupTiles * 16) {
+    const int64_t n_tok = std::min<int64_t>(kGroupTiles * 16, n_batch - g0);
+    const uint8_t* gt = tiles + size_t(g0 / 16) * tb;
+    for (int64_t o = o_begin; o < o_end; o += 32) {
+      // A second block of rows where the range (and the matrix) has one.
+      const bool two = o + 16 < o_end && o + 16 < n_out;
+      if (two) row_pair<T, 2>(wi8, nc, tb, o, gt, n_tok, acc, cbuf);
+      else row_pair<T, 1>(wi8, nc, tb, o, gt, n_tok, acc, cbuf);
+      const int64_t rows = std::min<int64_t>(two ? 32 : 16, o_end - o);
+      for (int64_t t = 0; t < n_tok; ++t) {
+        const float* a = acc + (t / 16) * 512 + t % 16;
+        float* yt = y + (g0 + t) * y_stride + o;
+        for (int64_t r = 0; r < rows; ++r) yt[r] = a[16 * r];
+      }
+    }
+  }
+  T::release();
+}
+
+}  // namespace
+
+size_t i8_tile_bytes(int64_t n_in) { return size_t(i8_chunks(n_in)) * (4096 + 64); }
+
+void i8_tile_pack(const uint8_t* xq, int64_t n_in, int64_t n_batch, uint8_t* dst) {
+  const int64_t nc = i8_chunks(n_in);
+  const size_t arb = i8_act_row_bytes(n_in), tb = i8_tile_bytes(n_in);
+  const __m512i rows = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                          _mm512_set1_epi32(int(arb)));
+  for (int64_t b = 0; b < n_batch; b += 16) {
+    const int64_t n_tok = std::min<int64_t>(16, n_batch - b);
+    const __mmask16 real = __mmask16((1u << n_tok) - 1);
+    const uint8_t* src = xq + size_t(b) * arb;
+    uint8_t* t = dst + size_t(b / 16) * tb;
+    // Group i of 4 values (value 4i..4i+3): chunk i / 64, slice i / 16 % 4, row i % 16.
+    for (int64_t i = 0; i < nc * 64; ++i)
+      _mm512_store_si512(t + 64 * i, _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), real, rows, src + 4 * i, 1));
+    auto* d = reinterpret_cast<float*>(t + nc * 4096);
+    std::memset(d, 0, size_t(nc) * 64);
+    for (int64_t k = 0; k < n_tok; ++k) {
+      const auto* xd = reinterpret_cast<const float*>(src + size_t(k) * arb + nc * 256);
+      for (int64_t c = 0; c < nc; ++c) d[c * 16 + k] = xd[c];
+    }
+  }
+}
+
+void i8_run_amx(const uint8_t* wi8, int64_t n_in, const uint8_t* tiles, int64_t n_batch, float* y, int64_t y_stride,
+                int64_t o_begin, int64_t o_end, int64_t n_out, bool emulate) {
+  if (emulate) run<Emu>(wi8, n_in, tiles, n_batch, y, y_stride, o_begin, o_end, n_out);
+  else run<Hw>(wi8, n_in, tiles, n_batch, y, y_stride, o_begin, o_end, n_out);
+}
+
+}  // namespace kt::cpu::matmul_detail

@@ -1,0 +1,108 @@
+// matmul_i8 (matmul_i8.h) with AVX-512 VNNI: the activations' quantizer (bit
+// for bit quantize_chunk_i8) and the kernel for few rows (decode) or CPUs
+// without AMX. A block of 16 weight rows meets one activation row as 16 int32
+// vectors (vpdpbusd: unsigned activations q + 128 against signed weights, so
+// 128 * qsum comes off after), summed across lanes into one vector whose lanes
+// are the 16 rows, then scaled by the chunk's row scales and token scale.
+#include <immintrin.h>
+
+// GCC 12 warns that the intrinsics' unused pass-through operands "may be used
+// uninitialized" when inlined here.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/cpu/matmul_i8.h"
+
+namespace kt::cpu::matmul_detail {
+namespace {
+
+// 16 vectors of 16 int32 -> one vector, lane r = the sum of v[r]'s lanes.
+[[gnu::always_inline]] inline __m512i sum_lanes16(const __m512i* v) {
+  __m512i t[8], u[4];
+  for (int i = 0; i < 8; ++i)
+    t[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_epi32(v[2 * i], v[2 * i + 1]));
+  for (int i = 0; i < 4; ++i)
+    u[i] = _mm512_add_epi32(_mm512_unpacklo_epi64(t[2 * i], t[2 * i + 1]), _mm512_unpackhi_epi64(t[2 * i], t[2 * i + 1]));
+  // u[i]: rows 4i..4i+3 in each 128-bit lane; add the four lanes, rows to lane i.
+  const __m512i s01 = _mm512_add_epi32(_mm512_shuffle_i32x4(u[0], u[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                       _mm512_shuffle_i32x4(u[0], u[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512i s23 = _mm512_add_epi32(_mm512_shuffle_i32x4(u[2], u[3], _MM_SHUFFLE(2, 0, 2, 0)),
+                                       _mm512_shuffle_i32x4(u[2], u[3], _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm512_add_epi32(_mm512_shuffle_i32x4(s01, s23, _MM_SHUFFLE(2, 0, 2, 0)),
+                          _mm512_shuffle_i32x4(s01, s23, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+}  // namespace
+
+void i8_quantize_avx512(const float* x, int64_t x_stride, int64_t n_rows, int64_t n_in, uint8_t* dst) {
+  const int64_t nc = i8_chunks(n_in);
+  const size_t rb = i8_act_row_bytes(n_in);
+  const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
+  for (int64_t r = 0; r < n_rows; ++r) {
+    uint8_t* o = dst + size_t(r) * rb;
+    const float* xr = x + r * x_stride;
+    auto* d = reinterpret_cast<float*>(o + nc * 256);
+    for (int64_t c = 0; c < nc; ++c) {
+      const int64_t n = std::min<int64_t>(kI8Chunk, n_in - c * kI8Chunk);
+      __m512 v[16];
+      __m512 amax = _mm512_setzero_ps();
+      for (int j = 0; j < 16; ++j) {
+        const int64_t left = n - 16 * j;
+        const __mmask16 m = left >= 16 ? __mmask16(0xFFFF) : left <= 0 ? __mmask16(0) : __mmask16((1u << left) - 1);
+        v[j] = _mm512_maskz_loadu_ps(m, xr + c * kI8Chunk + 16 * j);
+        amax = _mm512_max_ps(amax, _mm512_and_ps(v[j], abs_mask));
+      }
+      const float dc = _mm512_reduce_max_ps(amax) / 127.0f;
+      d[c] = dc;
+      const __m512 dv = _mm512_set1_ps(dc);
+      const __mmask16 live = dc == 0.0f ? __mmask16(0) : __mmask16(0xFFFF);
+      for (int j = 0; j < 16; ++j) {
+        const __m512 qf = _mm512_roundscale_ps(_mm512_div_ps(v[j], dv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        const __m512i qi = _mm512_maskz_cvtps_epi32(live, qf);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(o + c * 256 + 16 * j), _mm512_cvtsepi32_epi8(qi));
+      }
+    }
+    const size_t used = size_t(nc) * 260;
+    std::memset(o + used, 0, rb - used);
+  }
+}
+
+void i8_run_avx512(const uint8_t* wi8, int64_t n_in, const uint8_t* xq, int64_t n_batch, float* y, int64_t y_stride,
+                   int64_t o_begin, int64_t o_end, int64_t n_out) {
+  (void)n_out;
+  const int64_t nc = i8_chunks(n_in);
+  const size_t arb = i8_act_row_bytes(n_in);
+  const __m512i flip = _mm512_set1_epi8(char(0x80));
+  for (int64_t o = o_begin; o < o_end; o += 16) {
+    const uint8_t* blocks = wi8 + size_t(o / 16 * nc) * kI8BlockBytes;
+    const int rows = int(std::min<int64_t>(16, o_end - o));
+    for (int64_t b = 0; b < n_batch; ++b) {
+      const uint8_t* xb = xq + size_t(b) * arb;
+      const auto* xd = reinterpret_cast<const float*>(xb + nc * 256);
+      __m512 acc = _mm512_setzero_ps();
+      for (int64_t c = 0; c < nc; ++c) {
+        const uint8_t* blk = blocks + size_t(c) * kI8BlockBytes;
+        __m512i a[4], s[16];
+        for (int j = 0; j < 4; ++j)
+          a[j] = _mm512_xor_si512(_mm512_loadu_si512(xb + c * 256 + 64 * j), flip);
+        for (int r = 0; r < 16; ++r) {
+          const uint8_t* wr = blk + 256 * r;
+          __m512i sr = _mm512_dpbusd_epi32(_mm512_setzero_si512(), a[0], _mm512_load_si512(wr));
+          sr = _mm512_dpbusd_epi32(sr, a[1], _mm512_load_si512(wr + 64));
+          sr = _mm512_dpbusd_epi32(sr, a[2], _mm512_load_si512(wr + 128));
+          s[r] = _mm512_dpbusd_epi32(sr, a[3], _mm512_load_si512(wr + 192));
+        }
+        const __m512i qsum = _mm512_load_si512(blk + 4096 + 64);
+        const __m512i isum = _mm512_sub_epi32(sum_lanes16(s), _mm512_slli_epi32(qsum, 7));
+        const __m512 scale = _mm512_mul_ps(_mm512_load_ps(reinterpret_cast<const float*>(blk + 4096)),
+                                           _mm512_set1_ps(xd[c]));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), scale, acc);
+      }
+      _mm512_mask_storeu_ps(y + b * y_stride + o, __mmask16((1u << rows) - 1), acc);
+    }
+  }
+}
+
+}  // namespace kt::cpu::matmul_detail

@@ -1,0 +1,195 @@
+// matmul_i8 (kernels/cpu/matmul_i8.h: weights repacked to int8 at load) against
+// the reference matmul with Int8 rounding (ops_ref.h ActRounding::Int8), on every
+// engine this CPU has: the portable kernel, AVX-512 VNNI, and the AMX tiles'
+// layout with the tile instructions emulated in C++ (and run for real where the
+// CPU has AMX).
+//
+// The bound. The kernels' integer sums per chunk are exact; each chunk's sum is
+// scaled and added in float: a few roundings of relative error 2^-24 per
+// chunk, so |y - ref| <= ~1e-6 * sum |w x| (for 8 chunks). One int8 value
+// wrong by one step moves an output by d_w d_x ~ 1e-4 of that sum at these
+// sizes, so 2e-6 catches it. Separately, the repacked weights decode to within
+// half a step of the file's (RepackStaysWithinHalfAStep).
+#include "kernels/cpu/matmul_i8.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/ops_ref.h"
+#include "kernels/random_blocks.h"
+#include "kernels/type_traits.h"
+#include "test/unit/quant_test_inputs.h"
+
+namespace {
+
+using kt::GgmlType;
+using namespace kt::cpu;
+namespace ref = kt::cpu::ref;
+using kt::test::random_acts;
+using kt::test::random_weights;
+
+constexpr double kRelTol = 2e-6;
+
+struct Aligned {
+  std::vector<uint8_t> v;
+  uint8_t* p;
+  explicit Aligned(size_t n) : v(n + 64) { p = v.data() + (64 - reinterpret_cast<uintptr_t>(v.data()) % 64) % 64; }
+};
+
+std::string type_str(GgmlType t) { return std::string(kt::type_name(t)); }
+
+// The ISA levels to run at: every one this CPU has up to AVX-512.
+std::vector<Isa> levels() {
+  std::vector<Isa> l{Isa::Scalar};
+  if (detected_isa() >= Isa::Avx512) l.push_back(Isa::Avx512);
+  if (detected_isa() >= Isa::Amx) l.push_back(Isa::Amx);
+  return l;
+}
+
+class MatmulI8 : public testing::TestWithParam<GgmlType> {};
+
+// Odd shapes: n_in not a multiple of 256 (a short last chunk), 37 and 53 rows
+// (a partial block of rows, ranges that start inside the matrix), 1..50 tokens
+// (partial tiles of tokens, one and two tiles a step).
+TEST_P(MatmulI8, MatchesReference) {
+  const GgmlType t = GetParam();
+  const int64_t block = kt::type_traits(t).block_size;
+  const Isa saved = isa_limit();
+  double worst = 0.0;
+  for (int64_t n_in : {96, 256, 1408, 2048}) {
+    if (n_in % block != 0) continue;
+    for (int64_t n_out : {37, 53}) {
+      const int64_t n_batch_max = 50;
+      const uint64_t seed = uint64_t(t) * 7919u + uint64_t(n_in) + uint64_t(n_out);
+      const std::vector<uint8_t> w = random_weights(t, n_out, n_in, seed);
+      const std::vector<float> x = random_acts(n_batch_max, n_in, n_in, seed + 1);
+      const auto& tt = kt::type_traits(t);
+      Aligned wi8(i8_matrix_bytes(n_in, n_out));
+      repack_i8(t, w.data(), tt.row_bytes(n_in), n_in, n_out, wi8.p, 0, i8_row_blocks(n_out));
+      std::vector<float> yref(size_t(n_batch_max * n_out));
+      ref::matmul(t, w.data(), n_in, n_out, x.data(), n_batch_max, yref.data(), ref::ActRounding::Int8);
+      // sum |w x| per output (the tolerance's scale).
+      std::vector<float> wrow(static_cast<size_t>(n_in));
+      std::vector<double> mag(size_t(n_batch_max * n_out));
+      for (int64_t o = 0; o < n_out; ++o) {
+        tt.dequant_row(w.data() + uint64_t(o) * tt.row_bytes(n_in), wrow.data(), n_in);
+        for (int64_t b = 0; b < n_batch_max; ++b) {
+          double s = 0;
+          for (int64_t i = 0; i < n_in; ++i) s += std::fabs(double(wrow[size_t(i)]) * double(x[size_t(b * n_in + i)]));
+          mag[size_t(b * n_out + o)] = s;
+        }
+      }
+      for (int64_t n_batch : {1, 3, 17, 33, 50}) {
+        for (Isa isa : levels()) {
+          set_isa_limit(isa);
+          Aligned xq(i8_act_row_bytes(n_in) * size_t(n_batch));
+          quantize_acts_i8(x.data(), n_in, n_batch, n_in, xq.p);
+          // The AMX layout: emulated below the Amx level (the engine of record
+          // there is VNNI or scalar, run through matmul_i8 as well).
+          std::vector<std::pair<std::string, bool>> engines{{isa_name(isa), false}};
+          if (isa == Isa::Avx512 && n_batch >= kI8TileMinBatch) engines.push_back({"amx-emulated", true});
+          for (auto [name, emu] : engines) {
+            std::vector<float> y(size_t(n_batch * n_out), -12345.0f);
+            Aligned tiles(size_t((n_batch + 15) / 16) * matmul_detail::i8_tile_bytes(n_in));
+            const bool tiled = (emu || i8_tiles_bytes(n_in, n_batch) > 0);
+            if (tiled) tile_acts_i8(xq.p, n_in, n_batch, tiles.p);
+            for (auto [o0, o1] : {std::pair<int64_t, int64_t>{16, 32}, {32, n_out}}) {
+              if (emu)
+                matmul_detail::i8_run_amx(wi8.p, n_in, tiles.p, n_batch, y.data(), n_out, o0, o1, n_out, true);
+              else
+                matmul_i8(wi8.p, n_in, n_out, xq.p, tiled ? tiles.p : nullptr, n_batch, y.data(), n_out, o0, o1);
+            }
+            for (int64_t b = 0; b < n_batch; ++b)
+              for (int64_t o = 0; o < n_out; ++o) {
+                const float got = y[size_t(b * n_out + o)];
+                if (o < 16) {
+                  ASSERT_EQ(got, -12345.0f) << "wrote outside [o_begin, o_end)";
+                  continue;
+                }
+                const double want = yref[size_t(b * n_out + o)], m = mag[size_t(b * n_out + o)];
+                ASSERT_LE(std::fabs(double(got) - want), kRelTol * m + 1e-9)
+                    << type_str(t) << " " << name << " n_in " << n_in << " n_out " << n_out << " batch " << n_batch
+                    << " b " << b << " o " << o << ": got " << got << " want " << want;
+                worst = std::max(worst, std::fabs(double(got) - want) / m);
+              }
+          }
+        }
+      }
+    }
+  }
+  set_isa_limit(saved);
+  std::printf("  %s: worst |y - ref| / sum|w x| = %.2e (bound %.0e)\n", type_str(t).c_str(), worst, kRelTol);
+}
+
+// Each repacked weight, q * d, is within half a step (d / 2) of the value the
+// file's block decodes to, and d is its chunk's largest magnitude / 127.
+TEST_P(MatmulI8, RepackStaysWithinHalfAStep) {
+  const GgmlType t = GetParam();
+  const int64_t n_in = kt::type_traits(t).block_size > 32 ? 512 : 320, n_out = 20;
+  const auto& tt = kt::type_traits(t);
+  const std::vector<uint8_t> w = random_weights(t, n_out, n_in, uint64_t(t) + 5);
+  Aligned wi8(i8_matrix_bytes(n_in, n_out));
+  repack_i8(t, w.data(), tt.row_bytes(n_in), n_in, n_out, wi8.p, 0, i8_row_blocks(n_out));
+  std::vector<float> row(static_cast<size_t>(n_in));
+  const int64_t nc = i8_chunks(n_in);
+  for (int64_t o = 0; o < n_out; ++o) {
+    tt.dequant_row(w.data() + uint64_t(o) * tt.row_bytes(n_in), row.data(), n_in);
+    for (int64_t c = 0; c < nc; ++c) {
+      const uint8_t* blk = wi8.p + size_t(o / 16 * nc + c) * kI8BlockBytes;
+      float d;
+      std::memcpy(&d, blk + 4096 + 4 * (o % 16), 4);
+      float amax = 0;
+      const int64_t n = std::min<int64_t>(256, n_in - 256 * c);
+      for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(row[size_t(256 * c + i)]));
+      ASSERT_GT(amax, 0.0f);
+      ASSERT_FLOAT_EQ(d, amax / 127.0f);
+      int32_t qsum = 0, stored;
+      for (int64_t i = 0; i < 256; ++i) {
+        const int8_t q = int8_t(blk[(o % 16) * 256 + i]);
+        if (i >= n) {
+          ASSERT_EQ(q, 0) << "padding past n_in";
+          continue;
+        }
+        qsum += q;
+        ASSERT_LE(std::fabs(double(q) * d - row[size_t(256 * c + i)]), 0.5 * d * (1 + 1e-4))  // x / d rounds in float
+            << type_str(t) << " row " << o << " value " << 256 * c + i;
+      }
+      std::memcpy(&stored, blk + 4096 + 64 + 4 * (o % 16), 4);
+      ASSERT_EQ(stored, qsum);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, MatmulI8,
+                         testing::Values(GgmlType::Q4_K, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::Q6_K,
+                                         GgmlType::IQ4_XS, GgmlType::BF16, GgmlType::F32),
+                         [](const testing::TestParamInfo<GgmlType>& i) { return type_str(i.param); });
+
+// The vector quantizer writes the bytes of the portable one (a chunk of zeros,
+// a short last chunk, ties at half a step).
+TEST(MatmulI8Acts, VectorQuantizerMatchesPortable) {
+  if (detected_isa() < Isa::Avx512) GTEST_SKIP() << "no AVX-512 here";
+  const int64_t n = 600;
+  std::vector<float> x = random_acts(3, n, n, 11);
+  for (int64_t i = 256; i < 512; ++i) x[size_t(i)] = 0.0f;  // row 0's second chunk
+  x[size_t(n + 5)] = 127.0f, x[size_t(n + 6)] = 2.5f, x[size_t(n + 7)] = -3.5f;  // ties: d = 1
+  const Isa saved = isa_limit();
+  Aligned a(i8_act_row_bytes(n) * 3), b(i8_act_row_bytes(n) * 3);
+  std::memset(a.p, 0x5A, i8_act_row_bytes(n) * 3);
+  set_isa_limit(Isa::Scalar);
+  quantize_acts_i8(x.data(), n, 3, n, a.p);
+  set_isa_limit(Isa::Avx512);
+  quantize_acts_i8(x.data(), n, 3, n, b.p);
+  set_isa_limit(saved);
+  ASSERT_EQ(std::memcmp(a.p, b.p, i8_act_row_bytes(n) * 3), 0);
+  const auto* q = reinterpret_cast<const int8_t*>(a.p + i8_act_row_bytes(n));
+  EXPECT_EQ(q[6], 2);   // 2.5 to even
+  EXPECT_EQ(q[7], -4);  // -3.5 to even
+}
+
+}  // namespace
