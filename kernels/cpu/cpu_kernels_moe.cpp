@@ -348,16 +348,28 @@ class MoeExpertsFast final : public Kernel {
       product(d, e, hq, arb_down, td, tile_down_, bh, bf16_h_off_, n_ff, ye, n_embd, o0, o1);
     });
 
-    // Combine in the reference's order: k = 0 .. n_used - 1, in double.
+    // Combine in the reference's order: k = 0 .. n_used - 1, in double. Choice
+    // by choice over a span of values (a loop the compiler vectorizes; one value
+    // at a time across the choices it did not: 5 ms of a 512-token V2-Lite
+    // layer on two cores; on the device, int8 experts, 16 threads, alternating:
+    // 4.08 / 4.37 -> 4.30 / 4.55 TFLOP/s at 512 tokens), each value the same
+    // sum in the same order.
     for_each_item(*a.par, n, par, [&](int64_t t, int) {
       float* out = y.row(t);
       const int64_t* slots = slot_of_.data() + t * nu;
       const float* wt = wts.f32() + t * nu;
-      for (int64_t i = 0; i < n_embd; ++i) {
-        double acc = 0;
-        for (int64_t k = 0; k < nu; ++k)
-          if (slots[k] >= 0) acc += double(wt[k]) * double(ye[slots[k] * n_embd + i]);
-        out[i] = float(acc);
+      constexpr int64_t kSpan = 256;
+      double acc[kSpan];
+      for (int64_t i0 = 0; i0 < n_embd; i0 += kSpan) {
+        const int64_t m = std::min(kSpan, n_embd - i0);
+        std::fill_n(acc, m, 0.0);
+        for (int64_t k = 0; k < nu; ++k) {
+          if (slots[k] < 0) continue;
+          const double w = double(wt[k]);
+          const float* src = ye + slots[k] * n_embd + i0;
+          for (int64_t i = 0; i < m; ++i) acc[i] += w * double(src[i]);
+        }
+        for (int64_t i = 0; i < m; ++i) out[i0 + i] = float(acc[i]);
       }
     });
   }
