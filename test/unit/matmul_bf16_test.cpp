@@ -42,12 +42,7 @@ const GgmlType kTypes[] = {GgmlType::Q4_K, GgmlType::Q5_0, GgmlType::Q8_0, GgmlT
 
 std::string type_str(GgmlType t) { return std::string(kt::type_name(t)); }
 
-// A 64-byte aligned buffer.
-struct Aligned {
-  std::vector<uint8_t> v;
-  uint8_t* p;
-  explicit Aligned(size_t n) : v(n + 64) { p = v.data() + (64 - reinterpret_cast<uintptr_t>(v.data()) % 64) % 64; }
-};
+using Aligned = kt::test::AlignedBytes;
 
 // The ways this CPU runs it: the emulation, and AMX tiles where it has them.
 std::vector<bool> engines() {
@@ -77,18 +72,9 @@ TEST_P(MatmulBf16, MatchesReference) {
     const std::vector<float> x = random_acts(n_batch_max, n_in, n_in, seed + 1);
     std::vector<float> yref(size_t(n_batch_max * n_out));
     ref::matmul(t, w.data(), n_in, n_out, x.data(), n_batch_max, yref.data(), ref::ActRounding::Bf16);
-    // sum |w x| per output, rounded as the kernel sees them.
+    // sum |w x| per output (the tolerance's scale).
+    const std::vector<double> mag = kt::test::magnitudes(t, w, n_out, n_in, x, n_batch_max);
     const auto& tt = kt::type_traits(t);
-    std::vector<float> wrow(static_cast<size_t>(n_in));
-    std::vector<double> mag(size_t(n_batch_max * n_out));
-    for (int64_t o = 0; o < n_out; ++o) {
-      tt.dequant_row(w.data() + uint64_t(o) * tt.row_bytes(n_in), wrow.data(), n_in);
-      for (int64_t b = 0; b < n_batch_max; ++b) {
-        double s = 0;
-        for (int64_t i = 0; i < n_in; ++i) s += std::fabs(double(wrow[size_t(i)]) * double(x[size_t(b * n_in + i)]));
-        mag[size_t(b * n_out + o)] = s;
-      }
-    }
     const uint64_t rb = tt.row_bytes(n_in);
     for (int64_t n_batch : {1, 17, 33, 50}) {
       Aligned acts(bf16_acts_bytes(n_in, n_batch));

@@ -35,11 +35,7 @@ using kt::test::random_weights;
 
 constexpr double kRelTol = 2e-6;
 
-struct Aligned {
-  std::vector<uint8_t> v;
-  uint8_t* p;
-  explicit Aligned(size_t n) : v(n + 64) { p = v.data() + (64 - reinterpret_cast<uintptr_t>(v.data()) % 64) % 64; }
-};
+using Aligned = kt::test::AlignedBytes;
 
 std::string type_str(GgmlType t) { return std::string(kt::type_name(t)); }
 
@@ -74,16 +70,7 @@ TEST_P(MatmulI8, MatchesReference) {
       std::vector<float> yref(size_t(n_batch_max * n_out));
       ref::matmul(t, w.data(), n_in, n_out, x.data(), n_batch_max, yref.data(), ref::ActRounding::Int8);
       // sum |w x| per output (the tolerance's scale).
-      std::vector<float> wrow(static_cast<size_t>(n_in));
-      std::vector<double> mag(size_t(n_batch_max * n_out));
-      for (int64_t o = 0; o < n_out; ++o) {
-        tt.dequant_row(w.data() + uint64_t(o) * tt.row_bytes(n_in), wrow.data(), n_in);
-        for (int64_t b = 0; b < n_batch_max; ++b) {
-          double s = 0;
-          for (int64_t i = 0; i < n_in; ++i) s += std::fabs(double(wrow[size_t(i)]) * double(x[size_t(b * n_in + i)]));
-          mag[size_t(b * n_out + o)] = s;
-        }
-      }
+      const std::vector<double> mag = kt::test::magnitudes(t, w, n_out, n_in, x, n_batch_max);
       for (int64_t n_batch : {1, 3, 17, 33, 50}) {
         for (Isa isa : levels()) {
           set_isa_limit(isa);

@@ -45,6 +45,12 @@ namespace ref = kt::cpu::ref;
 using kt::test::random_acts;
 using kt::test::random_weights;
 
+// sum_i |w_i x_i| per output, with x rounded as the kernels see it.
+std::vector<double> magnitudes(GgmlType t, const std::vector<uint8_t>& w, int64_t n_out, int64_t n_in,
+                               const std::vector<float>& x, int64_t n_batch) {
+  return kt::test::magnitudes(t, w, n_out, n_in, x, n_batch, ref::ActRounding::GgmlCpu);
+}
+
 constexpr double kRelTol = 1e-5;
 constexpr double kAbsTol = 1e-6;
 
@@ -63,24 +69,6 @@ class IsaScope {
  private:
   Isa saved_;
 };
-
-// sum_i |w_i x_i| per output, with x rounded as the kernels see it.
-std::vector<double> magnitudes(GgmlType t, const std::vector<uint8_t>& w, int64_t n_out, int64_t n_in,
-                               const std::vector<float>& x, int64_t n_batch) {
-  const auto& tt = kt::type_traits(t);
-  std::vector<float> wrow(static_cast<size_t>(n_in)), xr(static_cast<size_t>(n_in));
-  std::vector<double> mag(size_t(n_batch * n_out));
-  for (int64_t b = 0; b < n_batch; ++b) {
-    ref::round_activations(t, ref::ActRounding::GgmlCpu, x.data() + b * n_in, n_in, xr.data());
-    for (int64_t o = 0; o < n_out; ++o) {
-      tt.dequant_row(w.data() + uint64_t(o) * tt.row_bytes(n_in), wrow.data(), n_in);
-      double s = 0.0;
-      for (int64_t i = 0; i < n_in; ++i) s += std::fabs(double(wrow[size_t(i)]) * double(xr[size_t(i)]));
-      mag[size_t(b * n_out + o)] = s;
-    }
-  }
-  return mag;
-}
 
 constexpr uint32_t kPoisonBits = 0x7fc0dea1u;  // a quiet NaN no kernel computes
 float poison() {
