@@ -200,7 +200,8 @@ Status Executor::Impl::repack_int8(const std::string& name, const DeviceState& d
     return err(plan.path(), ": weight '", printable(name), "': layout 'int8' is for CPU weights, not ", dev.name);
   if (!type_traits(v.type).supported() || v.ne[3] != 1)
     return err(plan.path(), ": weight '", printable(name), "': layout 'int8' takes 2-D or 3-D weights of a type "
-               "with reference kernels, not ", type_name(v.type), " ", v.ne[0], "x", v.ne[1], "x", v.ne[2], "x", v.ne[3]);
+               "with reference kernels, not ", type_name(v.type), " ", v.ne[0], "x", v.ne[1], "x", v.ne[2], "x",
+               v.ne[3]);
   const uint64_t bytes = uint64_t(cpu::i8_matrix_bytes(v.ne[0], v.ne[1])) * uint64_t(v.ne[2]);
   auto m = HostMemory::allocate(bytes, "weight '" + printable(name) + "' repacked to int8", "");
   if (!m.ok()) return err(plan.path(), ": ", m.error().message);

@@ -41,8 +41,10 @@ class Rope final : public Kernel {
 
   void run(const CallArgs& a) override {
     const Act &x = a.in[0], &y = a.out[0];
-    if (x.data != y.data) std::memcpy(y.data, x.data, size_t(x.rows * x.cols) * sizeof(float));
+    // Each thread copies its own rows first (one thread copying a 512-token
+    // step's 6 MB of queries took most of a prefill call's 0.8 ms).
     a.par->for_range(y.rows, [&](int64_t b, int64_t e, int) {
+      if (x.data != y.data) std::memcpy(y.row(b), x.row(b), size_t((e - b) * x.cols) * sizeof(float));
       ref::rope(y.row(b) + offset_, e - b, y.cols, n_heads_, head_dim_, a.step->pos + b, p_);
     });
   }

@@ -22,9 +22,11 @@ namespace {
 [[gnu::always_inline]] inline __m512i sum_lanes16(const __m512i* v) {
   __m512i t[8], u[4];
   for (int i = 0; i < 8; ++i)
-    t[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_epi32(v[2 * i], v[2 * i + 1]));
+    t[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * i], v[2 * i + 1]),
+                            _mm512_unpackhi_epi32(v[2 * i], v[2 * i + 1]));
   for (int i = 0; i < 4; ++i)
-    u[i] = _mm512_add_epi32(_mm512_unpacklo_epi64(t[2 * i], t[2 * i + 1]), _mm512_unpackhi_epi64(t[2 * i], t[2 * i + 1]));
+    u[i] = _mm512_add_epi32(_mm512_unpacklo_epi64(t[2 * i], t[2 * i + 1]),
+                            _mm512_unpackhi_epi64(t[2 * i], t[2 * i + 1]));
   // u[i]: rows 4i..4i+3 in each 128-bit lane; add the four lanes, rows to lane i.
   const __m512i s01 = _mm512_add_epi32(_mm512_shuffle_i32x4(u[0], u[1], _MM_SHUFFLE(2, 0, 2, 0)),
                                        _mm512_shuffle_i32x4(u[0], u[1], _MM_SHUFFLE(3, 1, 3, 1)));
