@@ -66,39 +66,23 @@ class MoeGate final : public Kernel {
       const size_t arb = cpu::act_row_bytes(gate.type, n_in);
       auto* xq = static_cast<uint8_t*>(scratch(0, size_t(n) * arb));
       cpu::quantize_acts(gate.type, x.f32(), n_in, n, n_in, xq);
-      // A step of at least a token a thread: items of consecutive tokens, so
-      // the router's matrix is read once an item, not once a token (a
-      // 512-token step's 512 passes over 512 KB took 1.1 ms a call on the
-      // device's Xeon). Each logit is the same bits either way.
-      const int threads = a.par->n_threads();
-      if (n >= threads && n > 1) {
-        const int64_t per = (n + 2 * threads - 1) / (2 * threads), items = (n + per - 1) / per;
-        for_each_item(*a.par, items, worth_threads(n * n_in * ne), [&](int64_t item, int) {
-          const int64_t t0 = item * per, t1 = std::min(n, t0 + per);
-          cpu::matmul_q(gate.type, gate.data, gate.row_bytes(), n_in, xq + size_t(t0) * arb, t1 - t0,
-                        &logits_[size_t(t0 * ne)], ne, 0, ne);
-          ref::moe_route(&logits_[size_t(t0 * ne)], t1 - t0, r, ids.i32() + t0 * nu, w.f32() + t0 * nu,
-                         &margins_[size_t(t0)]);
-        });
-      } else {
-        // Items (token, block of experts): a decoding token's router reads its
-        // whole matrix (512 KB of F32 for 64 experts of 2048), which one core
-        // streams at a seventh of the machine's bandwidth (61 us a call on the
-        // device's Xeon). Each logit is computed as before, wherever it runs.
-        const int64_t blocks = std::clamp<int64_t>(a.par->n_threads() / std::max<int64_t>(n, 1), 1, (ne + 7) / 8);
-        const int64_t per = (ne + blocks - 1) / blocks;
-        for_each_item(*a.par, n * blocks, worth_threads(n * n_in * ne), [&](int64_t item, int) {
-          const int64_t t = item / blocks, o0 = item % blocks * per, o1 = std::min(ne, o0 + per);
-          if (o0 < o1)
-            cpu::matmul_q(gate.type, gate.data, gate.row_bytes(), n_in, xq + size_t(t) * arb, 1,
-                          &logits_[size_t(t * ne)], ne, o0, o1);
-          if (blocks == 1)
-            ref::moe_route(&logits_[size_t(t * ne)], 1, r, ids.i32() + t * nu, w.f32() + t * nu, &margins_[size_t(t)]);
-        });
-        if (blocks > 1)
-          for (int64_t t = 0; t < n; ++t)
-            ref::moe_route(&logits_[size_t(t * ne)], 1, r, ids.i32() + t * nu, w.f32() + t * nu, &margins_[size_t(t)]);
-      }
+      // Items (token, block of experts): a decoding token's router reads its
+      // whole matrix (512 KB of F32 for 64 experts of 2048), which one core
+      // streams at a seventh of the machine's bandwidth (61 us a call on the
+      // device's Xeon). Each logit is computed as before, wherever it runs.
+      const int64_t blocks = std::clamp<int64_t>(a.par->n_threads() / std::max<int64_t>(n, 1), 1, (ne + 7) / 8);
+      const int64_t per = (ne + blocks - 1) / blocks;
+      for_each_item(*a.par, n * blocks, worth_threads(n * n_in * ne), [&](int64_t item, int) {
+        const int64_t t = item / blocks, o0 = item % blocks * per, o1 = std::min(ne, o0 + per);
+        if (o0 < o1)
+          cpu::matmul_q(gate.type, gate.data, gate.row_bytes(), n_in, xq + size_t(t) * arb, 1, &logits_[size_t(t * ne)],
+                        ne, o0, o1);
+        if (blocks == 1)
+          ref::moe_route(&logits_[size_t(t * ne)], 1, r, ids.i32() + t * nu, w.f32() + t * nu, &margins_[size_t(t)]);
+      });
+      if (blocks > 1)
+        for (int64_t t = 0; t < n; ++t)
+          ref::moe_route(&logits_[size_t(t * ne)], 1, r, ids.i32() + t * nu, w.f32() + t * nu, &margins_[size_t(t)]);
     } else {
       a.par->for_range(n, [&](int64_t b, int64_t e, int) {
         ref::matmul(gate.type, gate.data, gate.ne[0], ne, x.row(b), e - b, &logits_[size_t(b * ne)], rounding_);
