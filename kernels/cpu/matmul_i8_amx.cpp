@@ -109,15 +109,16 @@ constexpr int64_t kGroupTiles = 8;  // tokens per pass: 8 tiles of 16
 
 // One step: NR blocks of 16 rows (at blk0, blk1: this chunk's weight blocks)
 // against NT tiles of tokens (at b0, b1: this chunk's slices), the chunk's
-// four 64-value slices added in C tiles 2 ri + ti.
+// 64-value slices added in C tiles 2 ri + ti: four, or in a short last chunk
+// only those that hold values (the rest are zeros on both sides).
 template <class T, int NR, int NT>
 [[gnu::always_inline]] inline void products(const uint8_t* blk0, const uint8_t* blk1, const uint8_t* b0,
-                                            const uint8_t* b1) {
+                                            const uint8_t* b1, int slices) {
   T::template zero<0>();
   if constexpr (NT == 2) T::template zero<1>();
   if constexpr (NR == 2) T::template zero<2>();
   if constexpr (NR == 2 && NT == 2) T::template zero<3>();
-  for (int j = 0; j < 4; ++j) {
+  for (int j = 0; j < slices; ++j) {
     T::template load<4>(blk0 + 64 * j, 256);
     T::template load<6>(b0 + 1024 * j, 64);
     T::template dp<0, 4, 6>();
@@ -174,8 +175,8 @@ template <int NR>
 // device's Xeon: 16 threads, hot weights, 48 / 256 tokens 7.2-7.3 / 7.8-8.5
 // TFLOP/s pipelined against 6.8-7.6 / 9.3 in this order.)
 template <class T, int NR>
-void row_pair(const uint8_t* wi8, int64_t nc, size_t tb, int64_t o, const uint8_t* tiles, int64_t n_tok, float* acc,
-              int32_t* cbuf) {
+void row_pair(const uint8_t* wi8, int64_t nc, int last_slices, size_t tb, int64_t o, const uint8_t* tiles,
+              int64_t n_tok, float* acc, int32_t* cbuf) {
   const int64_t n_tiles = (n_tok + 15) / 16;
   std::memset(acc, 0, size_t(n_tiles) * 512 * sizeof(float));
   const uint8_t* rows0 = wi8 + size_t(o / 16 * nc) * kI8BlockBytes;
@@ -203,8 +204,9 @@ void row_pair(const uint8_t* wi8, int64_t nc, size_t tb, int64_t o, const uint8_
         cur.dx[i] = reinterpret_cast<const float*>(ti + nc * 4096) + c * 16;
         cur.acc[i] = acc + (tt + i) * 512;
       }
-      if (cur.nt == 2) products<T, NR, 2>(blk0, blk1, t0 + c * 4096, t0 + tb + c * 4096);
-      else products<T, NR, 1>(blk0, blk1, t0 + c * 4096, nullptr);
+      const int slices = c + 1 < nc ? 4 : last_slices;
+      if (cur.nt == 2) products<T, NR, 2>(blk0, blk1, t0 + c * 4096, t0 + tb + c * 4096, slices);
+      else products<T, NR, 1>(blk0, blk1, t0 + c * 4096, nullptr, slices);
       store_tiles<T, NR>(cur.nt, cbuf);
       drain<NR>(cur, cbuf);
     }
@@ -215,6 +217,7 @@ template <class T>
 void run(const uint8_t* wi8, int64_t n_in, const uint8_t* tiles, int64_t n_batch, float* y, int64_t y_stride,
          int64_t o_begin, int64_t o_end, int64_t n_out) {
   const int64_t nc = i8_chunks(n_in);
+  const int last_slices = int((n_in - (nc - 1) * kI8Chunk + 63) / 64);  // of the last chunk
   const size_t tb = i8_tile_bytes(n_in);
   // acc[tile][32 rows][16 tokens] for a group's tiles, and a step's C tiles.
   auto* acc = static_cast<float*>(amx_thread_buffer(size_t(kGroupTiles) * 512 * sizeof(float) + 4096));
@@ -226,8 +229,8 @@ void run(const uint8_t* wi8, int64_t n_in, const uint8_t* tiles, int64_t n_batch
     for (int64_t o = o_begin; o < o_end; o += 32) {
       // A second block of rows where the range (and the matrix) has one.
       const bool two = o + 16 < o_end && o + 16 < n_out;
-      if (two) row_pair<T, 2>(wi8, nc, tb, o, gt, n_tok, acc, cbuf);
-      else row_pair<T, 1>(wi8, nc, tb, o, gt, n_tok, acc, cbuf);
+      if (two) row_pair<T, 2>(wi8, nc, last_slices, tb, o, gt, n_tok, acc, cbuf);
+      else row_pair<T, 1>(wi8, nc, last_slices, tb, o, gt, n_tok, acc, cbuf);
       const int64_t rows = std::min<int64_t>(two ? 32 : 16, o_end - o);
       for (int64_t t = 0; t < n_tok; ++t) {
         const float* a = acc + (t / 16) * 512 + t % 16;

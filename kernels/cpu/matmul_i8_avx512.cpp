@@ -75,6 +75,7 @@ void i8_run_avx512(const uint8_t* wi8, int64_t n_in, const uint8_t* xq, int64_t 
                    int64_t o_begin, int64_t o_end, int64_t n_out) {
   (void)n_out;
   const int64_t nc = i8_chunks(n_in);
+  const int last_slices = int((n_in - (nc - 1) * kI8Chunk + 63) / 64);  // 64-value slices of the last chunk
   const size_t arb = i8_act_row_bytes(n_in);
   const __m512i flip = _mm512_set1_epi8(char(0x80));
   for (int64_t o = o_begin; o < o_end; o += 16) {
@@ -89,12 +90,20 @@ void i8_run_avx512(const uint8_t* wi8, int64_t n_in, const uint8_t* xq, int64_t 
         __m512i a[4], s[16];
         for (int j = 0; j < 4; ++j)
           a[j] = _mm512_xor_si512(_mm512_loadu_si512(xb + c * 256 + 64 * j), flip);
-        for (int r = 0; r < 16; ++r) {
-          const uint8_t* wr = blk + 256 * r;
-          __m512i sr = _mm512_dpbusd_epi32(_mm512_setzero_si512(), a[0], _mm512_load_si512(wr));
-          sr = _mm512_dpbusd_epi32(sr, a[1], _mm512_load_si512(wr + 64));
-          sr = _mm512_dpbusd_epi32(sr, a[2], _mm512_load_si512(wr + 128));
-          s[r] = _mm512_dpbusd_epi32(sr, a[3], _mm512_load_si512(wr + 192));
+        if (c + 1 < nc || last_slices == 4) {
+          for (int r = 0; r < 16; ++r) {
+            const uint8_t* wr = blk + 256 * r;
+            __m512i sr = _mm512_dpbusd_epi32(_mm512_setzero_si512(), a[0], _mm512_load_si512(wr));
+            sr = _mm512_dpbusd_epi32(sr, a[1], _mm512_load_si512(wr + 64));
+            sr = _mm512_dpbusd_epi32(sr, a[2], _mm512_load_si512(wr + 128));
+            s[r] = _mm512_dpbusd_epi32(sr, a[3], _mm512_load_si512(wr + 192));
+          }
+        } else {  // a short last chunk: its slices past n_in are zeros (and add 128 * 0)
+          for (int r = 0; r < 16; ++r) {
+            s[r] = _mm512_setzero_si512();
+            for (int j = 0; j < last_slices; ++j)
+              s[r] = _mm512_dpbusd_epi32(s[r], a[j], _mm512_load_si512(blk + 256 * r + 64 * j));
+          }
         }
         const __m512i qsum = _mm512_load_si512(blk + 4096 + 64);
         const __m512i isum = _mm512_sub_epi32(sum_lanes16(s), _mm512_slli_epi32(qsum, 7));
