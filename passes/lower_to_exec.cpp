@@ -39,6 +39,10 @@ using mlir::NamedAttribute;
 // it, decoding the weights to BF16 costs more than the tiles save (measured on
 // the device's Xeon, kernels/cpu/README.md).
 constexpr int64_t kBf16Rows = 32;
+// backend "AMXInt8" on a linear layer: the fewest of a step's rows that
+// requantize its weights to int8 per call (per weight, against the tiles' per
+// weight and row).
+constexpr int64_t kInt8Rows = 32;
 
 // A value of the computation: a buffer of the current phase.
 struct Value {
@@ -270,7 +274,13 @@ mlir::FailureOr<Value> Lowering::linear(ModuleInterface m, const Value& x) {
   if (auto bias = op.getBiasAttr()) ws.push_back(weight(bias, dev));
   const Value y = buffer(m.getPath().str(), "out", dev, w.dim(1));
   llvm::SmallVector<NamedAttribute> params;
-  if (kind_of(dev) == "cpu") amx_bf16(m, params);
+  if (kind_of(dev) == "cpu") {
+    amx_bf16(m, params);
+    // `backend: "AMXInt8"` on a linear layer: prefill's steps (the same row
+    // count as AMXBF16's) requantize W to int8 per call (cpu.matmul's
+    // int8_rows); the routed experts take AMXInt8 as their repacked layout.
+    if (option_str(m, "backend") == "AMXInt8") params.push_back(param("int8_rows", kInt8Rows));
+  }
   call(m, "matmul", dev, {x}, {y}, ws, params);
   return y;
 }

@@ -13,12 +13,19 @@
 // least that many rows computes in BF16 instead (matmul_bf16.h; the reference:
 // ActRounding::Bf16), so prefill's long steps take the BF16 tiles and decode
 // keeps ggml's rounding.
+// Param int8_rows (> 0; KTransformers' AMXInt8 on a linear layer): the same,
+// with a step of at least that many rows in int8 (matmul_i8.h): each block of
+// W's rows is requantized to int8 per call, in a buffer of the thread's own
+// (no copy of W is kept), and multiplied by the AMX-INT8 tiles (the reference:
+// ActRounding::Int8). Requantizing costs per weight, the tiles per weight and
+// row, so it pays on prefill's long steps.
 #include <algorithm>
 #include <string>
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/matmul_bf16.h"
+#include "kernels/cpu/matmul_i8.h"
 #include "kernels/cpu/matmul_q.h"
 #include "kernels/cpu/ops_ref.h"
 #include "kernels/cpu/work_split.h"
@@ -42,15 +49,18 @@ void add_bias(const Act& y, const float* bias, int64_t rows, int64_t o0, int64_t
 
 class MatmulRef final : public Kernel {
  public:
-  MatmulRef(ref::ActRounding rounding, int64_t bf16_rows) : rounding_(rounding), bf16_rows_(bf16_rows) {}
+  MatmulRef(ref::ActRounding rounding, int64_t bf16_rows, int64_t int8_rows)
+      : rounding_(rounding), bf16_rows_(bf16_rows), int8_rows_(int8_rows) {}
 
   void run(const CallArgs& a) override {
     const Act &x = a.in[0], &y = a.out[0];
     const WeightView& w = a.weights[0];
     const float* bias = a.weights.size() > 1 ? a.weights[1].f32() : nullptr;
     const int64_t n_in = w.ne[0], n_out = w.ne[1];
-    if (bf16_rows_ > 0 && x.rows >= bf16_rows_) {
-      ref::matmul(w.type, w.data, n_in, n_out, x.row(0), x.rows, y.f32(), ref::ActRounding::Bf16);
+    const bool bf16 = bf16_rows_ > 0 && x.rows >= bf16_rows_, int8 = int8_rows_ > 0 && x.rows >= int8_rows_;
+    if (bf16 || int8) {
+      ref::matmul(w.type, w.data, n_in, n_out, x.row(0), x.rows, y.f32(),
+                  bf16 ? ref::ActRounding::Bf16 : ref::ActRounding::Int8);
       if (bias) add_bias(y, bias, x.rows, 0, n_out);
       return;
     }
@@ -74,13 +84,16 @@ class MatmulRef final : public Kernel {
 
  private:
   ref::ActRounding rounding_;
-  int64_t bf16_rows_;
+  int64_t bf16_rows_, int8_rows_;
   std::vector<float> xr_;  // the rounded activations of one call
 };
 
 class MatmulFast final : public Kernel {
  public:
-  MatmulFast(GgmlType type, int64_t bf16_rows) : impl_(fast_matmul_impl(type, bf16_rows)), bf16_rows_(bf16_rows) {}
+  MatmulFast(GgmlType type, int64_t bf16_rows, int64_t int8_rows)
+      : impl_(fast_matmul_impl(type, bf16_rows) + (int8_rows > 0 ? std::string("+int8 ") + cpu::matmul_i8_impl() : "")),
+        bf16_rows_(bf16_rows),
+        int8_rows_(int8_rows) {}
   std::string_view impl() const override { return impl_; }
 
   void run(const CallArgs& a) override {
@@ -90,6 +103,7 @@ class MatmulFast final : public Kernel {
     const int64_t n_in = w.ne[0], n_out = w.ne[1], rows = x.rows;
     const bool par = worth_threads(rows * n_in * n_out);
     if (bf16_rows_ > 0 && rows >= bf16_rows_) return run_bf16(a, par);
+    if (int8_rows_ > 0 && rows >= int8_rows_) return run_int8(a, par);
     const size_t arb = cpu::act_row_bytes(w.type, n_in);
     auto* xq = static_cast<uint8_t*>(scratch(0, size_t(rows) * arb));
     for_each_item(*a.par, rows, par && rows > 1, [&](int64_t r, int) {
@@ -126,8 +140,40 @@ class MatmulFast final : public Kernel {
     });
   }
 
+  // The rows quantized to int8 chunks (and with AMX laid out once as the
+  // tiles' activations), then blocks of 64 rows of W, each requantized into
+  // the thread's own buffer and multiplied.
+  void run_int8(const CallArgs& a, bool par) {
+    const Act &x = a.in[0], &y = a.out[0];
+    const WeightView& w = a.weights[0];
+    const float* bias = a.weights.size() > 1 ? a.weights[1].f32() : nullptr;
+    const int64_t n_in = w.ne[0], n_out = w.ne[1], rows = x.rows;
+    const size_t arb = cpu::i8_act_row_bytes(n_in);
+    auto* xq = static_cast<uint8_t*>(scratch(0, size_t(rows) * arb));
+    for_each_item(*a.par, rows, par, [&](int64_t r, int) {
+      cpu::quantize_acts_i8(x.row(r), n_in, 1, n_in, xq + size_t(r) * arb);
+    });
+    const size_t tiles_bytes = cpu::i8_tiles_bytes(n_in, rows);
+    auto* tiles = tiles_bytes ? static_cast<uint8_t*>(scratch(1, tiles_bytes)) : nullptr;
+    if (tiles) {
+      const size_t tb = tiles_bytes / size_t((rows + 15) / 16);
+      for_each_item(*a.par, (rows + 15) / 16, par, [&](int64_t i, int) {
+        const int64_t n = std::min<int64_t>(16, rows - 16 * i);
+        cpu::tile_acts_i8(xq + size_t(16 * i) * arb, n_in, n, tiles + size_t(i) * tb);
+      });
+    }
+    constexpr int64_t kBlock = 64;
+    for_each_item(*a.par, (n_out + kBlock - 1) / kBlock, par, [&](int64_t i, int) {
+      const int64_t o0 = i * kBlock, n = std::min(kBlock, n_out - o0);
+      auto* wi8 = static_cast<uint8_t*>(scratch(9, cpu::i8_matrix_bytes(n_in, kBlock)));  // this thread's
+      cpu::repack_i8_rows(w.type, w.row(o0), w.row_bytes(), n_in, n, wi8);
+      cpu::matmul_i8(wi8, n_in, n, xq, tiles, rows, y.f32() + o0, n_out, 0, n);
+      if (bias) add_bias(y, bias, rows, o0, o0 + n);
+    });
+  }
+
   std::string impl_;
-  int64_t bf16_rows_;
+  int64_t bf16_rows_, int8_rows_;
 };
 
 }  // namespace
@@ -158,10 +204,12 @@ std::unique_ptr<Kernel> make_cpu_matmul(const CallSpec& s, std::string* error) {
     b.check(s.weights[1].type == GgmlType::F32, "bias '", std::string(s.weights[1].name), "' must be F32");
     b.weight_shape(1, w.ne[1]);
   }
-  const int64_t bf16_rows = b.i("bf16_rows", 0);
-  if (!b.check(bf16_rows >= 0, "bf16_rows must be >= 0")) return nullptr;
-  if (use_fast_matmul(s, w.type)) return b.done(std::make_unique<MatmulFast>(w.type, bf16_rows));
-  return b.done(std::make_unique<MatmulRef>(act_rounding(s.rounding), bf16_rows));
+  const int64_t bf16_rows = b.i("bf16_rows", 0), int8_rows = b.i("int8_rows", 0);
+  if (!b.check(bf16_rows >= 0 && int8_rows >= 0, "bf16_rows and int8_rows must be >= 0") ||
+      !b.check(bf16_rows == 0 || int8_rows == 0, "bf16_rows and int8_rows exclude each other"))
+    return nullptr;
+  if (use_fast_matmul(s, w.type)) return b.done(std::make_unique<MatmulFast>(w.type, bf16_rows, int8_rows));
+  return b.done(std::make_unique<MatmulRef>(act_rounding(s.rounding), bf16_rows, int8_rows));
 }
 
 }  // namespace kt::kern

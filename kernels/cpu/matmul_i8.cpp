@@ -24,17 +24,16 @@ size_t i8_matrix_bytes(int64_t n_in, int64_t n_out) {
   return size_t(i8_row_blocks(n_out)) * size_t(i8_chunks(n_in)) * kI8BlockBytes;
 }
 
-void repack_i8(GgmlType type, const void* w, uint64_t w_row_bytes, int64_t n_in, int64_t n_out, void* dst,
-               int64_t rb_begin, int64_t rb_end) {
+void repack_i8_rows(GgmlType type, const void* w, uint64_t w_row_bytes, int64_t n_in, int64_t rows, void* dst) {
   const int64_t nc = i8_chunks(n_in);
   // A row decoded (the reference decoders' floats, vector where the CPU has
   // them), then quantized as an activation row is: the same q and d.
   std::vector<float> row(static_cast<size_t>(n_in));
   std::vector<uint8_t> q(i8_act_row_bytes(n_in));
-  for (int64_t rb = rb_begin; rb < rb_end; ++rb) {
+  for (int64_t rb = 0; rb < i8_row_blocks(rows); ++rb) {
     uint8_t* blocks = static_cast<uint8_t*>(dst) + size_t(rb * nc) * kI8BlockBytes;
     std::memset(blocks, 0, size_t(nc) * kI8BlockBytes);
-    for (int r = 0; r < 16 && rb * 16 + r < n_out; ++r) {
+    for (int r = 0; r < 16 && rb * 16 + r < rows; ++r) {
       kern::vec::dequant(type, static_cast<const uint8_t*>(w) + uint64_t(rb * 16 + r) * w_row_bytes, row.data(), n_in);
       quantize_acts_i8(row.data(), n_in, 1, n_in, q.data());
       const auto* d = reinterpret_cast<const float*>(q.data() + nc * 256);
@@ -48,6 +47,14 @@ void repack_i8(GgmlType type, const void* w, uint64_t w_row_bytes, int64_t n_in,
       }
     }
   }
+}
+
+void repack_i8(GgmlType type, const void* w, uint64_t w_row_bytes, int64_t n_in, int64_t n_out, void* dst,
+               int64_t rb_begin, int64_t rb_end) {
+  const int64_t r0 = rb_begin * 16, r1 = std::min(n_out, rb_end * 16);
+  if (r0 >= r1) return;
+  repack_i8_rows(type, static_cast<const uint8_t*>(w) + uint64_t(r0) * w_row_bytes, w_row_bytes, n_in, r1 - r0,
+                 static_cast<uint8_t*>(dst) + size_t(rb_begin * i8_chunks(n_in)) * kI8BlockBytes);
 }
 
 void repack_i8_matrices(GgmlType type, const void* w, uint64_t w_row_bytes, uint64_t w_mat_bytes, int64_t n_in,

@@ -52,6 +52,10 @@ size_t i8_matrix_bytes(int64_t n_in, int64_t n_out);
 void repack_i8(GgmlType type, const void* w, uint64_t w_row_bytes, int64_t n_in, int64_t n_out, void* dst,
                int64_t rb_begin, int64_t rb_end);
 
+// `rows` rows of a GGUF matrix starting at w into dst as a matrix of that many
+// rows (i8_matrix_bytes(n_in, rows)): what a call that requantizes its weights
+// per call (cpu.matmul's int8_rows) repacks into a buffer of its own.
+void repack_i8_rows(GgmlType type, const void* w, uint64_t w_row_bytes, int64_t n_in, int64_t rows, void* dst);
 // A whole weight of n_mat matrices (matrix e at w + e * w_mat_bytes) into dst,
 // i8_matrix_bytes apart, over n_threads threads (a DeepSeek-V2-Lite layer's
 // experts are ~550 M weights: seconds on one core).

@@ -124,6 +124,54 @@ TEST(FastMatmul, Bf16RowsSwitchesLongStepsToBf16) {
   }
 }
 
+// int8_rows on cpu.matmul (KTransformers' AMXInt8 on a linear layer): a step
+// of that many rows or more requantizes W per call and computes in int8 (fast
+// and reference alike, with a bias; 150 rows of W: two whole blocks of 64 and
+// a partial one, n_in 1408 ending in a short chunk), a shorter one as without
+// the param, bit for bit.
+TEST(FastMatmul, Int8RowsSwitchesLongStepsToInt8) {
+  const int64_t n_in = 1408, n_out = 150;
+  const Tensor w = random_weight(GgmlType::Q5_0, {n_in, n_out}, 27, "w");
+  const Tensor b = random_weight(GgmlType::F32, {n_out}, 29, "bias");
+  const std::vector<float> x = random_floats(size_t(40 * n_in), 28);
+  Param p;
+  p.key = "int8_rows";
+  p.i = 20;
+  auto run = [&](Impl impl, int64_t rows, std::vector<Param> params) {
+    auto call = std::make_unique<Call>("cpu.matmul", impl, Rounding::GgmlCpu);
+    call->spec.weights = {w.view, b.view};
+    call->spec.params = std::move(params);
+    call->add_in(GgmlType::F32, n_in, rows, std::vector<float>(x.begin(), x.begin() + rows * n_in));
+    call->add_out(GgmlType::F32, n_out, rows);
+    EXPECT_TRUE(call->bind()) << call->error;
+    const StepData sd = one_sequence(rows);
+    call->run(sd.step(), rows);
+    return call;
+  };
+  for (int64_t rows : {int64_t(19), int64_t(40)}) {
+    auto fast = run(Impl::Fast, rows, {p}), ref = run(Impl::Reference, rows, {p});
+    auto ggml = run(Impl::Fast, rows, {});
+    ASSERT_NE(fast->kernel->impl().find("int8"), std::string_view::npos) << fast->kernel->impl();
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* f = fast->out[0].data() + r * n_out;
+      EXPECT_LE(rel_l2(f, ref->out[0].data() + r * n_out, size_t(n_out)), 1e-6) << rows << " rows, row " << r;
+      if (rows < 20)
+        EXPECT_EQ(std::memcmp(f, ggml->out[0].data() + r * n_out, size_t(n_out) * 4), 0) << "row " << r;
+      else
+        EXPECT_GT(rel_l2(f, ggml->out[0].data() + r * n_out, size_t(n_out)), 1e-4) << "row " << r << ": not int8";
+    }
+  }
+  Param both = p;
+  both.key = "bf16_rows";
+  auto call = std::make_unique<Call>("cpu.matmul", Impl::Fast, Rounding::GgmlCpu);
+  call->spec.weights = {w.view};
+  call->spec.params = {p, both};
+  call->add_in(GgmlType::F32, n_in, 1, std::vector<float>(x.begin(), x.begin() + n_in));
+  call->add_out(GgmlType::F32, n_out, 1);
+  EXPECT_FALSE(call->bind());
+  EXPECT_NE(call->error.find("exclude each other"), std::string::npos) << call->error;
+}
+
 TEST(FastSiluMul, WithinFourUlpsOfReferenceWhereverTheValueSits) {
   std::vector<float> g = random_floats(1000, 41, 8.0f), u = random_floats(1000, 42);
   const float edge[] = {0.0f, -0.0f, 1e-30f, -1e-30f, 87.0f, -87.0f, 88.7f, -88.7f, 89.0f, -89.0f, 104.0f, -104.0f,
