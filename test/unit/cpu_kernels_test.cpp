@@ -86,17 +86,17 @@ INSTANTIATE_TEST_SUITE_P(Types, FastMatmul,
                            return std::string(type_name(info.param.type)) + "_" + std::to_string(info.param.rows);
                          });
 
-// bf16_rows on cpu.matmul: a step of that many rows or more computes in BF16
-// (fast and reference alike, with a bias), a shorter one as without the param,
-// bit for bit.
-TEST(FastMatmul, Bf16RowsSwitchesLongStepsToBf16) {
-  if (!cpu::matmul_bf16_available(GgmlType::Q4_K)) GTEST_SKIP() << "no AVX-512 here: the reference runs";
-  const int64_t n_in = 512, n_out = 150;
-  const Tensor w = random_weight(GgmlType::Q4_K, {n_in, n_out}, 17, "w");
+// A cpu.matmul param that switches steps of at least 20 rows to another
+// arithmetic (bf16_rows, int8_rows): a step that long computes it, fast and
+// reference alike (within `tol`, with a bias), far from ggml's rounding; a
+// shorter one as without the param, bit for bit. Returns the fast impl.
+std::string check_long_steps_switch(const char* key, GgmlType type, int64_t n_in, double tol) {
+  const int64_t n_out = 150;  // two whole blocks of 64 rows and a partial one
+  const Tensor w = random_weight(type, {n_in, n_out}, 17, "w");
   const Tensor b = random_weight(GgmlType::F32, {n_out}, 19, "bias");
   const std::vector<float> x = random_floats(size_t(40 * n_in), 18);
   Param p;
-  p.key = "bf16_rows";
+  p.key = key;
   p.i = 20;
   auto run = [&](Impl impl, int64_t rows, std::vector<Param> params) {
     auto call = std::make_unique<Call>("cpu.matmul", impl, Rounding::GgmlCpu);
@@ -109,67 +109,48 @@ TEST(FastMatmul, Bf16RowsSwitchesLongStepsToBf16) {
     call->run(sd.step(), rows);
     return call;
   };
+  std::string impl;
   for (int64_t rows : {int64_t(19), int64_t(40)}) {
     auto fast = run(Impl::Fast, rows, {p}), ref = run(Impl::Reference, rows, {p});
     auto ggml = run(Impl::Fast, rows, {});
-    ASSERT_NE(fast->kernel->impl(), "reference");
+    impl = std::string(fast->kernel->impl());
     for (int64_t r = 0; r < rows; ++r) {
       const float* f = fast->out[0].data() + r * n_out;
-      EXPECT_LE(rel_l2(f, ref->out[0].data() + r * n_out, size_t(n_out)), 1e-5) << rows << " rows, row " << r;
+      EXPECT_LE(rel_l2(f, ref->out[0].data() + r * n_out, size_t(n_out)), tol)
+          << key << ", " << rows << " rows, row " << r;
       if (rows < 20)
-        EXPECT_EQ(std::memcmp(f, ggml->out[0].data() + r * n_out, size_t(n_out) * 4), 0) << "row " << r;
+        EXPECT_EQ(std::memcmp(f, ggml->out[0].data() + r * n_out, size_t(n_out) * 4), 0) << key << ", row " << r;
       else
-        EXPECT_GT(rel_l2(f, ggml->out[0].data() + r * n_out, size_t(n_out)), 1e-4) << "row " << r << ": not BF16";
+        EXPECT_GT(rel_l2(f, ggml->out[0].data() + r * n_out, size_t(n_out)), 1e-4)
+            << key << ", row " << r << ": as ggml";
     }
   }
+  return impl;
 }
 
-// int8_rows on cpu.matmul (KTransformers' AMXInt8 on a linear layer): a step
-// of that many rows or more requantizes W per call and computes in int8 (fast
-// and reference alike, with a bias; 150 rows of W: two whole blocks of 64 and
-// a partial one, n_in 1408 ending in a short chunk), a shorter one as without
-// the param, bit for bit.
+TEST(FastMatmul, Bf16RowsSwitchesLongStepsToBf16) {
+  if (!cpu::matmul_bf16_available(GgmlType::Q4_K)) GTEST_SKIP() << "no AVX-512 here: the reference runs";
+  EXPECT_NE(check_long_steps_switch("bf16_rows", GgmlType::Q4_K, 512, 1e-5), "reference");
+}
+
+// int8_rows (KTransformers' AMXInt8 on a linear layer): W requantized to int8
+// per call, 64 rows at a time (n_in 1408: a short last chunk). Not together
+// with bf16_rows.
 TEST(FastMatmul, Int8RowsSwitchesLongStepsToInt8) {
-  const int64_t n_in = 1408, n_out = 150;
-  const Tensor w = random_weight(GgmlType::Q5_0, {n_in, n_out}, 27, "w");
-  const Tensor b = random_weight(GgmlType::F32, {n_out}, 29, "bias");
-  const std::vector<float> x = random_floats(size_t(40 * n_in), 28);
-  Param p;
-  p.key = "int8_rows";
-  p.i = 20;
-  auto run = [&](Impl impl, int64_t rows, std::vector<Param> params) {
-    auto call = std::make_unique<Call>("cpu.matmul", impl, Rounding::GgmlCpu);
-    call->spec.weights = {w.view, b.view};
-    call->spec.params = std::move(params);
-    call->add_in(GgmlType::F32, n_in, rows, std::vector<float>(x.begin(), x.begin() + rows * n_in));
-    call->add_out(GgmlType::F32, n_out, rows);
-    EXPECT_TRUE(call->bind()) << call->error;
-    const StepData sd = one_sequence(rows);
-    call->run(sd.step(), rows);
-    return call;
-  };
-  for (int64_t rows : {int64_t(19), int64_t(40)}) {
-    auto fast = run(Impl::Fast, rows, {p}), ref = run(Impl::Reference, rows, {p});
-    auto ggml = run(Impl::Fast, rows, {});
-    ASSERT_NE(fast->kernel->impl().find("int8"), std::string_view::npos) << fast->kernel->impl();
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* f = fast->out[0].data() + r * n_out;
-      EXPECT_LE(rel_l2(f, ref->out[0].data() + r * n_out, size_t(n_out)), 1e-6) << rows << " rows, row " << r;
-      if (rows < 20)
-        EXPECT_EQ(std::memcmp(f, ggml->out[0].data() + r * n_out, size_t(n_out) * 4), 0) << "row " << r;
-      else
-        EXPECT_GT(rel_l2(f, ggml->out[0].data() + r * n_out, size_t(n_out)), 1e-4) << "row " << r << ": not int8";
-    }
-  }
-  Param both = p;
-  both.key = "bf16_rows";
-  auto call = std::make_unique<Call>("cpu.matmul", Impl::Fast, Rounding::GgmlCpu);
-  call->spec.weights = {w.view};
-  call->spec.params = {p, both};
-  call->add_in(GgmlType::F32, n_in, 1, std::vector<float>(x.begin(), x.begin() + n_in));
-  call->add_out(GgmlType::F32, n_out, 1);
-  EXPECT_FALSE(call->bind());
-  EXPECT_NE(call->error.find("exclude each other"), std::string::npos) << call->error;
+  const std::string impl = check_long_steps_switch("int8_rows", GgmlType::Q5_0, 1408, 1e-6);
+  EXPECT_NE(impl.find("int8"), std::string::npos) << impl;
+  const Tensor w = random_weight(GgmlType::Q5_0, {256, 16}, 27, "w");
+  Param a, b;
+  a.key = "int8_rows";
+  b.key = "bf16_rows";
+  a.i = b.i = 20;
+  Call call("cpu.matmul", Impl::Fast, Rounding::GgmlCpu);
+  call.spec.weights = {w.view};
+  call.spec.params = {a, b};
+  call.add_in(GgmlType::F32, 256, 1, std::vector<float>(256, 0.5f));
+  call.add_out(GgmlType::F32, 16, 1);
+  EXPECT_FALSE(call.bind());
+  EXPECT_NE(call.error.find("exclude each other"), std::string::npos) << call.error;
 }
 
 TEST(FastSiluMul, WithinFourUlpsOfReferenceWhereverTheValueSits) {
