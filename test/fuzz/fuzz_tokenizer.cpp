@@ -25,14 +25,27 @@ Vocab* load(const char* name) {
   return new Vocab{std::move(g.value()), std::move(t.value())};
 }
 
+// Well-formed UTF-8 (Unicode 15, table 3-7): no overlong forms (C0, C1; E0
+// 80..9F; F0 80..8F), no surrogates (ED A0..BF), nothing past U+10FFFF (F4
+// 90..BF, F5..FF). The tokenizers decode leniently as llama.cpp does (an
+// overlong C0 A9 becomes ')'), so such text does not round trip byte for byte
+// and is not expected to.
 bool valid_utf8(std::string_view s) {
   size_t i = 0;
   while (i < s.size()) {
     const unsigned char c = static_cast<unsigned char>(s[i]);
-    int n = c < 0x80 ? 0 : (c >> 5) == 6 ? 1 : (c >> 4) == 14 ? 2 : (c >> 3) == 30 ? 3 : -1;
-    if (n < 0 || i + size_t(n) >= s.size() + (n == 0 ? 1 : 0)) return n == 0;
-    for (int k = 1; k <= n; ++k)
-      if ((static_cast<unsigned char>(s[i + size_t(k)]) >> 6) != 2) return false;
+    int n;
+    unsigned char lo = 0x80, hi = 0xBF;  // bounds of the first continuation byte
+    if (c < 0x80) n = 0;
+    else if (c >= 0xC2 && c <= 0xDF) n = 1;
+    else if (c >= 0xE0 && c <= 0xEF) n = 2, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+    else if (c >= 0xF0 && c <= 0xF4) n = 3, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+    else return false;
+    if (i + size_t(n) >= s.size() && n > 0) return false;
+    for (int k = 1; k <= n; ++k) {
+      const unsigned char b = static_cast<unsigned char>(s[i + size_t(k)]);
+      if (k == 1 ? (b < lo || b > hi) : (b >> 6) != 2) return false;
+    }
     i += size_t(n) + 1;
   }
   return true;
