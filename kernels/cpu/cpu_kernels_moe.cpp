@@ -449,9 +449,11 @@ std::unique_ptr<Kernel> make_cpu_moe_experts(const CallSpec& s, std::string* err
     b.accept_int8(k);
   }
   if (!b.check(!int8 || bf16_rows == 0, "experts repacked to int8 take no bf16_rows")) return nullptr;
-  if (int8 || (use_fast_matmul(s, tg) && use_fast_matmul(s, tu) && use_fast_matmul(s, td)))
-    if (s.impl == Impl::Fast)
-      return b.done(std::make_unique<MoeExpertsFast>(tg, tu, td, std::move(slots), bf16_rows, int8));
+  // Repacked experts have one arithmetic (int8), so the call's rounding does
+  // not choose between the kernels; only asking for the reference does.
+  const bool fast = int8 ? s.impl == Impl::Fast
+                         : use_fast_matmul(s, tg) && use_fast_matmul(s, tu) && use_fast_matmul(s, td);
+  if (fast) return b.done(std::make_unique<MoeExpertsFast>(tg, tu, td, std::move(slots), bf16_rows, int8));
   return b.done(std::make_unique<MoeExperts>(int8 ? ref::ActRounding::Int8 : act_rounding(s.rounding),
                                              std::move(slots), bf16_rows));
 }

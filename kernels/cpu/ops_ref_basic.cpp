@@ -125,6 +125,31 @@ void round_to_f16(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] = fp16_to_f32(f32_to_fp16(x[i]));
 }
 
+float quantize_chunk_i8(const float* x, int64_t n, int8_t* q) {
+  float amax = 0.0f;
+  for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));
+  const float d = amax / 127.0f;
+  for (int64_t i = 0; i < n; ++i) q[i] = d == 0.0f ? int8_t(0) : int8_t(std::nearbyint(x[i] / d));
+  return d;
+}
+
+namespace {
+
+// Int8 rounding of n values, chunk by chunk, as q * d in T: float for
+// round_activations, exact doubles for matmul's sums. out may alias x (a
+// chunk is quantized whole before it is written).
+template <class T>
+void int8_values(const float* x, int64_t n, T* out) {
+  int8_t q[256];
+  for (int64_t c = 0; c < n; c += 256) {
+    const int64_t m = std::min<int64_t>(256, n - c);
+    const float d = quantize_chunk_i8(x + c, m, q);
+    for (int64_t i = 0; i < m; ++i) out[c + i] = T(q[i]) * T(d);
+  }
+}
+
+}  // namespace
+
 void round_activations(GgmlType weight_type, ActRounding rounding, const float* x, int64_t n,
                        float* out) {
   if (out != x) std::copy(x, x + n, out);
@@ -133,15 +158,7 @@ void round_activations(GgmlType weight_type, ActRounding rounding, const float* 
     for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(f32_to_bf16(out[i]));
     return;
   }
-  if (rounding == ActRounding::Int8) {
-    int8_t q[256];
-    for (int64_t c = 0; c < n; c += 256) {
-      const int64_t m = std::min<int64_t>(256, n - c);
-      const float d = quantize_chunk_i8(out + c, m, q);
-      for (int64_t i = 0; i < m; ++i) out[c + i] = float(q[i]) * d;
-    }
-    return;
-  }
+  if (rounding == ActRounding::Int8) return int8_values(out, n, out);
   switch (weight_type) {
     case GgmlType::F32:
       return;
@@ -165,27 +182,6 @@ void round_activations(GgmlType weight_type, ActRounding rounding, const float* 
   }
 }
 
-float quantize_chunk_i8(const float* x, int64_t n, int8_t* q) {
-  float amax = 0.0f;
-  for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));
-  const float d = amax / 127.0f;
-  for (int64_t i = 0; i < n; ++i) q[i] = d == 0.0f ? int8_t(0) : int8_t(std::nearbyint(x[i] / d));
-  return d;
-}
-
-namespace {
-
-// Int8 rounding of n values as exact doubles q * d, chunk by chunk.
-void int8_values(const float* x, int64_t n, double* out) {
-  int8_t q[256];
-  for (int64_t c = 0; c < n; c += 256) {
-    const int64_t m = std::min<int64_t>(256, n - c);
-    const float d = quantize_chunk_i8(x + c, m, q);
-    for (int64_t i = 0; i < m; ++i) out[c + i] = double(q[i]) * double(d);
-  }
-}
-
-}  // namespace
 
 void matmul(GgmlType type, const void* w, int64_t n_in, int64_t n_out, const float* x,
             int64_t n_batch, float* y, ActRounding rounding) {
