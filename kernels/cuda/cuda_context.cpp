@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -199,6 +200,19 @@ bool pdl_enabled() {
   }();
   return on;
 }
+
+namespace {
+std::atomic<bool>& stage_flag() {
+  static std::atomic<bool> on{[] {
+    const char* v = std::getenv("KT_CUDA_STAGE");
+    return !(v && *v == '0');
+  }()};
+  return on;
+}
+}  // namespace
+
+bool stage_enabled() { return stage_flag().load(std::memory_order_relaxed); }
+void set_stage_enabled(bool on) { stage_flag().store(on, std::memory_order_relaxed); }
 
 void check_launch(const char* what, void* queue) {
   cudaError_t e = cudaGetLastError();

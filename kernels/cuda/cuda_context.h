@@ -67,6 +67,11 @@ void check_launch(const char* what, void* queue);
 // Whether kernels launch with programmatic dependent launch (cuda_launch.cuh):
 // true unless KT_CUDA_PDL=0 in the environment (read once).
 bool pdl_enabled();
+// Whether one token's int8 matrix-vector products stage their weight rows in
+// shared memory (cuda_matmul.cu); KT_CUDA_STAGE=0 turns it off, for measuring.
+bool stage_enabled();
+// Sets it for the launches that follow (tests compare both ways bit for bit).
+void set_stage_enabled(bool on);
 
 // Makes `device` current for the calling thread (cheap when it already is).
 void use_device(int device);

@@ -84,4 +84,25 @@ __device__ __forceinline__ void prefetch_l2(const void* p, uint64_t bytes) {
 #endif
 }
 
+// Copies [src, src + bytes) into shared memory at dst with asynchronous 16-byte
+// copies (cp.async: no registers hold the bytes in flight), spread over the
+// block's threads; stage_wait() makes them visible to the whole block. Both
+// addresses must be 16-byte aligned; a last piece shorter than 16 bytes reads
+// only its own bytes. Why: a matrix-vector product is bound by the bytes each
+// SM keeps in flight, and loads into registers are capped by the registers
+// (kernels/cuda/README.md, "Weights staged in shared memory"). Issued before
+// wait_for_inputs() for weights, it overlaps the kernel ahead.
+__device__ __forceinline__ void stage_async(uint8_t* dst, const uint8_t* src, uint64_t bytes) {
+  for (uint64_t off = uint64_t(threadIdx.x) * 16; off < bytes; off += uint64_t(blockDim.x) * 16) {
+    const uint32_t d = uint32_t(__cvta_generic_to_shared(dst + off));
+    const uint32_t n = bytes - off < 16 ? uint32_t(bytes - off) : 16u;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src + off), "r"(n) : "memory");
+  }
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+__device__ __forceinline__ void stage_wait() {
+  asm volatile("cp.async.wait_all;" ::: "memory");
+  __syncthreads();
+}
+
 }  // namespace kt::cuda

@@ -41,6 +41,17 @@ __device__ __forceinline__ void prefetch_rows(const uint8_t* W, uint64_t row_byt
 // thresholds tried: kernels/cuda/README.md).
 constexpr int64_t kTwoRowBlocks = 1024;
 
+// Chunk c's block and its chunk within the block (c >= 0): unsigned 32-bit
+// division by a power of two is one shift; the 64-bit form is kept as it was.
+template <int L>
+__device__ __forceinline__ int chunk_block(int c) { return int(unsigned(c) / L); }
+template <int L>
+__device__ __forceinline__ int64_t chunk_block(int64_t c) { return c / L; }
+template <int L>
+__device__ __forceinline__ int chunk_lane(int c) { return int(unsigned(c) % L); }
+template <int L>
+__device__ __forceinline__ int chunk_lane(int64_t c) { return int(c % L); }
+
 // One warp per R output rows (o0 .. o0 + R - 1); up to NC token rows share each
 // weight read. Each row's sum is the same sequence of additions whatever R.
 // ids (experts): block row y is pair p, its matrix ids[p], x row p / x_div; a
@@ -50,27 +61,40 @@ constexpr int64_t kTwoRowBlocks = 1024;
 // SwiGLU kernel follows (a template parameter: the double exp() in every
 // instantiation cost Q6_K's kernel 56 -> 128 registers, and V3-5L's all-GPU
 // decode 5%).
+// S (staged, one token): the block first copies its kRowsPerBlock * R weight
+// rows, one contiguous range, into shared memory with asynchronous copies
+// (stage_async; before wait_for_inputs() where the matrix is known), and the
+// warps read them from there: the bytes in flight are no longer bounded by the
+// registers of the loads in flight. The same sums from the same bytes.
 // The body of one block: bx is its block of rows within W (blockIdx.x of
 // mmv_int8; mmv_int8_multi's blocks are shared out over several matrices).
-template <GgmlType T, int NC, bool GLU, int R>
+template <GgmlType T, int NC, bool GLU, int R, bool S>
 __device__ __forceinline__ void mmv_int8_block(const uint8_t* __restrict__ W, uint64_t row_bytes, uint64_t mat_bytes,
                                                int64_t n_out, int64_t n_in, const int8_t* __restrict__ xq,
                                                const float* __restrict__ xd, int n_tok, float* __restrict__ y,
                                                int64_t ldy, const float* __restrict__ bias,
                                                const int32_t* __restrict__ ids, int64_t x_div, int64_t bx) {
+  static_assert(!S || NC == 1);
   using Q = Q8Dot<T>;
   constexpr int kAct = Q::kAct == ActBlocks::Q8_0 ? 32 : 256;
   const int lane = threadIdx.x & 31;
-  if (!ids && blockIdx.y == 0 && threadIdx.x == 0) prefetch_rows(W, row_bytes, n_out, kRowsPerBlock * R, bx);
+  const int64_t g0 = bx * kRowsPerBlock * R;  // the block's first row
+  const uint64_t g_bytes = uint64_t(min(int64_t(kRowsPerBlock * R), n_out - g0)) * row_bytes;
+  extern __shared__ __align__(16) uint8_t staged[];
+  if constexpr (S) {
+    if (!ids) stage_async(staged, W + uint64_t(g0) * row_bytes, g_bytes);
+  } else {
+    if (!ids && blockIdx.y == 0 && threadIdx.x == 0) prefetch_rows(W, row_bytes, n_out, kRowsPerBlock * R, bx);
+  }
   wait_for_inputs();
   const int64_t o0 = (bx * kRowsPerBlock + (threadIdx.x >> 5)) * R;
-  if (o0 >= n_out) return;
-  const int nr = R == 1 ? 1 : int(min(int64_t(R), n_out - o0));
+  if (!S && o0 >= n_out) return;  // staged: every thread copies and meets the barrier first
+  const int nr = o0 >= n_out ? 0 : R == 1 ? 1 : int(min(int64_t(R), n_out - o0));
   int64_t t0;
   int nt;
   if (ids) {
     const int64_t p = blockIdx.y;
-    if (ids[p] < 0) {  // an expert another device holds: its rows are zero
+    if (ids[p] < 0) {  // an expert another device holds: its rows are zero (the whole block returns)
       if (lane == 0)
         for (int r = 0; r < nr; ++r) y[p * ldy + o0 + r] = 0.0f;
       return;
@@ -85,6 +109,12 @@ __device__ __forceinline__ void mmv_int8_block(const uint8_t* __restrict__ W, ui
     nt = min(NC, n_tok - int(t0));
   }
   const uint8_t* row = W + uint64_t(o0) * row_bytes;
+  if constexpr (S) {
+    if (ids) stage_async(staged, W + uint64_t(g0) * row_bytes, g_bytes);
+    stage_wait();
+    if (nr == 0) return;
+    row = staged + uint64_t(o0 - g0) * row_bytes;
+  }
   const int8_t* xq0 = xq + t0 * n_in;
   const float* xd0 = xd + t0 * (n_in / kAct);
   float acc[R][NC];
@@ -92,7 +122,13 @@ __device__ __forceinline__ void mmv_int8_block(const uint8_t* __restrict__ W, ui
   for (int r = 0; r < R; ++r)
 #pragma unroll
     for (int t = 0; t < NC; ++t) acc[r][t] = 0.0f;
-  const int64_t n_chunks = (n_in / Q::kValues) * Q::kLanes;
+  // 32-bit indices within a row (rows are far below 2^31 bytes): staged, V3's
+  // 7168 x 18432 Q4_K 31.1 -> 26.8 us with the branch-free scales; 8 tokens
+  // 141 -> 104 us. One token's loads into registers keep 64-bit ones: with
+  // 32-bit ones V3's 18432-wide Q6_K rows and IQ4_XS, what takes that path,
+  // were slower (54.7 -> 66.0 and 33.7 -> 35.2 us).
+  using Idx = std::conditional_t<S || (NC > 1), int, int64_t>;
+  const Idx n_chunks = Idx(n_in / Q::kValues) * Q::kLanes;
   // Several chunks' loads in flight per lane: decode is bound by the bytes a
   // warp keeps in flight, not by arithmetic. Measured on an H100 (kernels/cuda/
   // README.md): 4 chunks for the 256-value types (Q4_K 36% -> 49% of the copy
@@ -100,11 +136,11 @@ __device__ __forceinline__ void mmv_int8_block(const uint8_t* __restrict__ W, ui
   constexpr int kUnroll = Q::kValues == 256 ? 4 : 2;
   if constexpr (R == 1) {
 #pragma unroll(NC == 1 ? kUnroll : 2)
-    for (int64_t c = lane; c < n_chunks; c += 32) {
-      const int64_t b = c / Q::kLanes;
-      const int i = int(c % Q::kLanes);
+    for (Idx c = lane; c < n_chunks; c += 32) {
+      const Idx b = chunk_block<Q::kLanes>(c);
+      const int i = chunk_lane<Q::kLanes>(c);
       const typename Q::W w = Q::load(row + b * Q::kBytes, i);
-      const int64_t v0 = b * Q::kValues;
+      const Idx v0 = b * Q::kValues;
 #pragma unroll
       for (int t = 0; t < NC; ++t)
         if (t < nt) acc[0][t] += Q::dot(w, i, xq0 + t * n_in + v0, xd0[t * (n_in / kAct) + v0 / kAct]);
@@ -116,12 +152,12 @@ __device__ __forceinline__ void mmv_int8_block(const uint8_t* __restrict__ W, ui
     static_assert(R == 2 && NC == 1);
     const uint8_t* row1 = nr > 1 ? row + row_bytes : row;
 #pragma unroll(kUnroll / 2)
-    for (int64_t c = lane; c < n_chunks; c += 32) {
-      const int64_t b = c / Q::kLanes;
-      const int i = int(c % Q::kLanes);
+    for (Idx c = lane; c < n_chunks; c += 32) {
+      const Idx b = chunk_block<Q::kLanes>(c);
+      const int i = chunk_lane<Q::kLanes>(c);
       const typename Q::W w0 = Q::load(row + b * Q::kBytes, i);
       const typename Q::W w1 = Q::load(row1 + b * Q::kBytes, i);
-      const int64_t v0 = b * Q::kValues;
+      const Idx v0 = b * Q::kValues;
       const float xd = xd0[v0 / kAct];
       acc[0][0] += Q::dot(w0, i, xq0 + v0, xd);
       acc[1][0] += Q::dot(w1, i, xq0 + v0, xd);
@@ -155,26 +191,26 @@ struct Products {
   int n;
 };
 
-template <GgmlType T, int NC, bool GLU = false, int R = 1>
+template <GgmlType T, int NC, bool GLU = false, int R = 1, bool S = false>
 __global__ void __launch_bounds__(32 * kRowsPerBlock)
     mmv_int8(const uint8_t* __restrict__ W, uint64_t row_bytes, uint64_t mat_bytes, int64_t n_out, int64_t n_in,
              const int8_t* __restrict__ xq, const float* __restrict__ xd, int n_tok, float* __restrict__ y, int64_t ldy,
              const float* __restrict__ bias, const int32_t* __restrict__ ids, int64_t x_div) {
-  mmv_int8_block<T, NC, GLU, R>(W, row_bytes, mat_bytes, n_out, n_in, xq, xd, n_tok, y, ldy, bias, ids, x_div,
-                                blockIdx.x);
+  mmv_int8_block<T, NC, GLU, R, S>(W, row_bytes, mat_bytes, n_out, n_in, xq, xd, n_tok, y, ldy, bias, ids, x_div,
+                                   blockIdx.x);
 }
 
 // Products of one input by several matrices of one type and width (q and kv_a,
 // or q, k and v: cuda.matmul_multi) in one launch: block x belongs to the last
 // matrix whose first block is at or below it. The matrices' sums are mmv_int8's,
 // bit for bit.
-template <GgmlType T, int NC, int R>
+template <GgmlType T, int NC, int R, bool S = false>
 __global__ void __launch_bounds__(32 * kRowsPerBlock)
     mmv_int8_multi(const __grid_constant__ Products p, uint64_t row_bytes, int64_t n_in, const int8_t* __restrict__ xq,
                    const float* __restrict__ xd, int n_tok) {
   int m = 0;
   while (m + 1 < p.n && blockIdx.x >= p.first_block[m + 1]) ++m;
-  mmv_int8_block<T, NC, false, R>(p.w[m], row_bytes, 0, p.n_out[m], n_in, xq, xd, n_tok, p.y[m], p.ldy[m], p.bias[m],
+  mmv_int8_block<T, NC, false, R, S>(p.w[m], row_bytes, 0, p.n_out[m], n_in, xq, xd, n_tok, p.y[m], p.ldy[m], p.bias[m],
                                   nullptr, 1, int64_t(blockIdx.x - p.first_block[m]));
 }
 
@@ -447,6 +483,20 @@ void MatmulOp::run_vector(const float* x, int64_t ldx, int64_t rows, float* y, i
   check_launch("cuda matmul (float)", queue);
 }
 
+// Staged blocks of rows up to this many bytes: the default dynamic shared
+// memory of a block, and at least 4 blocks an SM (of the H100/H200's 228 KB).
+constexpr uint64_t kStageMaxBytes = 48 << 10;
+
+// IQ4_XS and Q5_0 are left out, measured slower staged: V3's 7168 x 18432
+// IQ4_XS 33.7 -> 36.5 us (its lookups, not its loads, bound it), V2-Lite's
+// 10944 x 2048 Q5_0 16.5 -> 18.6.
+uint64_t MatmulOp::stage_bytes(int R) const {
+  if (type_ == GgmlType::IQ4_XS || type_ == GgmlType::Q5_0) return 0;
+  const uint64_t b = uint64_t(kRowsPerBlock) * uint64_t(R) * row_bytes_;
+  const bool aligned = reinterpret_cast<uintptr_t>(w_) % 16 == 0 && (n_mat_ <= 1 || mat_bytes_ % 16 == 0) && b % 16 == 0;
+  return stage_enabled() && aligned && b <= kStageMaxBytes ? b : 0;
+}
+
 void MatmulOp::run_int8(const int8_t* xq, const float* xd, int64_t rows, float* y, int64_t ldy, const float* bias,
                         const int32_t* ids, int64_t n_pairs, int64_t x_div, bool glu, void* queue) const {
   auto s = static_cast<cudaStream_t>(queue);
@@ -462,9 +512,16 @@ void MatmulOp::run_int8(const int8_t* xq, const float* xd, int64_t rows, float* 
     if (ids || rows == 1) {
       const float* b = ids ? nullptr : bias;
       const int64_t xdv = ids ? x_div : 1;
-      if (two)
+      const uint64_t sb = stage_bytes(two ? 2 : 1);
+      if (two && sb)
+        launch(glu ? mmv_int8<T, 1, true, 2, true> : mmv_int8<T, 1, false, 2, true>, dim3(gx2, gy1), block, sb, s, w_,
+               row_bytes_, mat_bytes_, n_out_, n_in_, xq, xd, 1, y, ldy, b, ids, xdv);
+      else if (two)
         launch(glu ? mmv_int8<T, 1, true, 2> : mmv_int8<T, 1, false, 2>, dim3(gx2, gy1), block, 0, s, w_, row_bytes_,
                mat_bytes_, n_out_, n_in_, xq, xd, 1, y, ldy, b, ids, xdv);
+      else if (sb)
+        launch(glu ? mmv_int8<T, 1, true, 1, true> : mmv_int8<T, 1, false, 1, true>, dim3(gx, gy1), block, sb, s, w_,
+               row_bytes_, mat_bytes_, n_out_, n_in_, xq, xd, 1, y, ldy, b, ids, xdv);
       else
         launch(glu ? mmv_int8<T, 1, true> : mmv_int8<T, 1>, dim3(gx, gy1), block, 0, s, w_, row_bytes_, mat_bytes_,
                n_out_, n_in_, xq, xd, 1, y, ldy, b, ids, xdv);
@@ -528,6 +585,14 @@ void MatmulOp::run_products(const MatmulOp* ops, int n, const float* x, int64_t 
     p.first_block[i] = blocks;
     blocks += unsigned(ceil_div(ops[i].n_out_, int64_t(kRowsPerBlock) * R));
   }
+  // Staged where every matrix's blocks of rows can be (one type and width:
+  // only their addresses differ).
+  uint64_t sb = 0;
+  for (int i = 0; i < n; ++i) {
+    const uint64_t b = ops[i].stage_bytes(R);
+    sb = i == 0 || b == sb ? b : 0;
+    if (!sb) break;
+  }
   auto s = static_cast<cudaStream_t>(queue);
   const dim3 block(32 * kRowsPerBlock);
   with_quant_type(op0.type_, [&](auto tc) {
@@ -535,6 +600,10 @@ void MatmulOp::run_products(const MatmulOp* ops, int n, const float* x, int64_t 
     if (rows > 1)
       launch(mmv_int8_multi<T, 8, 1>, dim3(blocks, unsigned(ceil_div(rows, 8))), block, 0, s, p, op0.row_bytes_,
              op0.n_in_, r.q, r.d, int(rows));
+    else if (sb && R == 2)
+      launch(mmv_int8_multi<T, 1, 2, true>, dim3(blocks), block, sb, s, p, op0.row_bytes_, op0.n_in_, r.q, r.d, 1);
+    else if (sb)
+      launch(mmv_int8_multi<T, 1, 1, true>, dim3(blocks), block, sb, s, p, op0.row_bytes_, op0.n_in_, r.q, r.d, 1);
     else if (R == 2)
       launch(mmv_int8_multi<T, 1, 2>, dim3(blocks), block, 0, s, p, op0.row_bytes_, op0.n_in_, r.q, r.d, 1);
     else

@@ -132,6 +132,10 @@ class MatmulOp {
                 const int32_t* ids, int64_t n_pairs, int64_t x_div, bool glu, void* queue) const;
   void run_tiles(const float* x, int64_t ldx, int64_t rows, float* y, int64_t ldy, const float* bias, void* scratch,
                  void* queue) const;
+  // Shared memory for one token's int8 products with R rows a warp staged in
+  // shared memory (cuda_matmul.cu, mmv_int8_block's S), or 0 where they read
+  // from global memory: too wide a block of rows, or misaligned for 16-byte copies.
+  uint64_t stage_bytes(int R) const;
 
   const uint8_t* w_ = nullptr;
   GgmlType type_ = GgmlType::F32;

@@ -42,16 +42,22 @@ __device__ __forceinline__ void scale_min_k4(const uint8_t* q, int s, int* sc, i
   }
 }
 
-// The same from the 12 scale bytes held as three little-endian words.
-__device__ __forceinline__ void scale_min_k4_w(uint32_t w0, uint32_t w1, uint32_t w2, int s, int* sc, int* m) {
-  if (s < 4) {
-    *sc = int((w0 >> (8 * s)) & 63);
-    *m = int((w1 >> (8 * s)) & 63);
-  } else {
-    const int sh = 8 * (s - 4);
-    *sc = int(((w2 >> sh) & 0xF) | (((w0 >> sh) >> 6 & 3) << 4));
-    *m = int(((w2 >> sh) >> 4 & 0xF) | (((w1 >> sh) >> 6 & 3) << 4));
-  }
+// The same for sub-blocks 2p and 2p+1 at once, from the 12 scale bytes held as
+// three little-endian words, without a branch: the lanes of a warp hold every
+// p, so a branch on p < 2 ran both sides in every warp (the Q4_K product's
+// SASS). Bytes 2(p&1), 2(p&1)+1 of each word hold both sub-blocks' bits: 6-bit
+// scale and min in w0 / w1 for p < 2; for p >= 2 the low 4 bits in w2's
+// nibbles and the top 2 in the top bits of w0's / w1's bytes.
+__device__ __forceinline__ void scale_min_k4_pair(uint32_t w0, uint32_t w1, uint32_t w2, int p, int* sc0, int* m0,
+                                                  int* sc1, int* m1) {
+  const int sh = 16 * (p & 1);
+  const uint32_t h0 = w0 >> sh, h1 = w1 >> sh, h2 = w2 >> sh;
+  const uint32_t sc = p < 2 ? h0 & 0x3F3Fu : (h2 & 0x0F0Fu) | ((h0 >> 2) & 0x3030u);
+  const uint32_t m = p < 2 ? h1 & 0x3F3Fu : ((h2 >> 4) & 0x0F0Fu) | ((h1 >> 2) & 0x3030u);
+  *sc0 = int(sc & 0xFF);
+  *sc1 = int((sc >> 8) & 0xFF);
+  *m0 = int(m & 0xFF);
+  *m1 = int((m >> 8) & 0xFF);
 }
 
 // ---- one value at a time -------------------------------------------------------
@@ -247,8 +253,7 @@ struct Q8Dot<GgmlType::Q4_K> {
     const uint4 hd = *reinterpret_cast<const uint4*>(b);  // d, dmin, scales: 16 bytes
     w.d = f16_bits(uint16_t(hd.x & 0xFFFF));
     w.dmin = f16_bits(uint16_t(hd.x >> 16));
-    scale_min_k4_w(hd.y, hd.z, hd.w, 2 * p, &w.sc0, &w.m0);
-    scale_min_k4_w(hd.y, hd.z, hd.w, 2 * p + 1, &w.sc1, &w.m1);
+    scale_min_k4_pair(hd.y, hd.z, hd.w, p, &w.sc0, &w.m0, &w.sc1, &w.m1);
     w.q = *reinterpret_cast<const uint4*>(b + 16 + 32 * p + l0);
     return w;
   }
@@ -280,8 +285,7 @@ struct Q8Dot<GgmlType::Q5_K> {
     const uint4 hd = *reinterpret_cast<const uint4*>(b);
     w.d = f16_bits(uint16_t(hd.x & 0xFFFF));
     w.dmin = f16_bits(uint16_t(hd.x >> 16));
-    scale_min_k4_w(hd.y, hd.z, hd.w, 2 * p, &w.sc0, &w.m0);
-    scale_min_k4_w(hd.y, hd.z, hd.w, 2 * p + 1, &w.sc1, &w.m1);
+    scale_min_k4_pair(hd.y, hd.z, hd.w, p, &w.sc0, &w.m0, &w.sc1, &w.m1);
     const uint4 q = *reinterpret_cast<const uint4*>(b + 48 + 32 * p + l0);
     const uint4 h = *reinterpret_cast<const uint4*>(b + 16 + l0);
     const uint32_t qv[4] = {q.x, q.y, q.z, q.w}, hv[4] = {h.x, h.y, h.z, h.w};

@@ -156,7 +156,12 @@ TEST(CudaBench, B_MatvecBandwidth) {
   cudaStream_t s;
   cudaStreamCreate(&s);
   table() << "\nmatrix-vector, 1 token (weight bytes / time; % of the copy bandwidth above)\n";
+  // KT_BENCH_MATVEC (a substring of "what type", e.g. "V3 up        7168x18432 Q4_K")
+  // keeps only the matching shapes: for profiling one kernel under ncu.
+  const char* only = std::getenv("KT_BENCH_MATVEC");
   for (const Mat& m : mats) {
+    if (only && *only && (std::string(m.what) + " " + std::string(type_name(m.type))).find(only) == std::string::npos)
+      continue;
     const Weight w = Weight::random("w", m.type, m.n_in, m.n_out, 1, 7);
     const size_t bytes = w.bytes.size();
     const int copies = int(std::max<size_t>(1, (256u << 20) / bytes + 1));
@@ -240,8 +245,11 @@ TEST(CudaBench, C_VectorVersusTiles) {
   cudaFree(y);
 }
 
-// One decode token at position ctx - 1 through a bound kernel, timed.
-double time_call(Call& c, cudaStream_t s, int reps = 20) {
+// One decode token at position ctx - 1 through a bound kernel, timed. With
+// variants, call k reads input variants[k % n] in place of input 0 .. (each a
+// whole set of inputs' bytes), e.g. other experts' ids so that L2 cannot hold
+// the weights from one call to the next.
+double time_call(Call& c, cudaStream_t s, int reps = 20, const std::vector<std::vector<Buf>>& variants = {}) {
   DevMem mem;
   std::vector<kern::WeightView> wv;
   for (const Weight& w : c.weights) wv.push_back(w.view(mem.put(w.bytes.data(), w.bytes.size())));
@@ -267,7 +275,16 @@ double time_call(Call& c, cudaStream_t s, int reps = 20) {
   a.kv = c.kv ? &kv : nullptr;
   a.step = &st;
   a.queue = s;
-  const double ms = time_ms(s, [&](int) { k->run(a); }, reps, 5);
+  std::vector<std::vector<void*>> vin;
+  for (const std::vector<Buf>& v : variants) {
+    vin.emplace_back();
+    for (const Buf& b : v) vin.back().push_back(mem.put(b.bytes.data(), b.bytes.size()));
+  }
+  const double ms = time_ms(s, [&](int i) {
+    if (!vin.empty())
+      for (size_t j = 0; j < vin[size_t(i) % vin.size()].size(); ++j) ia[j].data = vin[size_t(i) % vin.size()][j];
+    k->run(a);
+  }, reps, 5);
   cudaStreamSynchronize(s);
   return ms;
 }
@@ -477,6 +494,58 @@ TEST(CudaBench, E_DecodeLayerKernels) {
     c.param("kv_lora_rank", 512);
     c.paramf("kq_scale", 0.1);
     row("mla_attention_absorbed k_b/v_b, " + std::to_string(positions) + " positions", c, positions - 1);
+  }
+  cudaStreamDestroy(s);
+}
+
+// Routed experts at decode on the GPU (all-GPU plans: cuda.moe_experts, one
+// token): gate, up with SwiGLU, down and the weighted sum, the token's experts
+// changing call by call over all of them (sets of n_used distinct experts, more
+// bytes in all than L2 holds), reported as the active experts' weight bytes over
+// the time, against the copy bandwidth.
+TEST(CudaBench, F_DecodeExperts) {
+  KT_REQUIRE_GPU();
+  struct M {
+    const char* what;
+    GgmlType gu, down;
+    int64_t n_embd, n_ff, ne, nu;
+  };
+  cudaStream_t s;
+  cudaStreamCreate(&s);
+  SplitMix64 rng(9);
+  table() << "\nrouted experts at decode, 1 token (active experts' bytes / time; % of the copy bandwidth)\n";
+  for (const M& m : {M{"V2-Lite 6 of 64, 2048 x 1408", GgmlType::Q4_K, GgmlType::Q5_0, 2048, 1408, 64, 6},
+                     M{"V2-Lite 6 of 64, 2048 x 1408", GgmlType::Q4_K, GgmlType::Q8_0, 2048, 1408, 64, 6},
+                     M{"V3 8 of 32, 7168 x 2048     ", GgmlType::Q4_K, GgmlType::Q6_K, 7168, 2048, 32, 8}}) {
+    Call c;
+    c.op = "moe_experts";
+    c.in.push_back(Buf::f32(m.n_embd, 1, random_floats(size_t(m.n_embd), rng)));
+    std::vector<std::vector<Buf>> variants;
+    for (int64_t v = 0; v < m.ne / m.nu; ++v) {
+      std::vector<int32_t> ids;
+      std::vector<float> w;
+      for (int64_t k = 0; k < m.nu; ++k) {
+        ids.push_back(int32_t(v * m.nu + k));
+        w.push_back(0.2f + 0.5f * rng.uniform());
+      }
+      variants.push_back({c.in[0], Buf::i32(m.nu, 1, ids), Buf::f32(m.nu, 1, w)});
+    }
+    c.in.push_back(variants[0][1]);
+    c.in.push_back(variants[0][2]);
+    c.out.push_back(Buf::f32(m.n_embd, 1));
+    c.weights.push_back(Weight::random("gate_exps", m.gu, m.n_embd, m.n_ff, m.ne, 31));
+    c.weights.push_back(Weight::random("up_exps", m.gu, m.n_embd, m.n_ff, m.ne, 32));
+    c.weights.push_back(Weight::random("down_exps", m.down, m.n_ff, m.n_embd, m.ne, 33));
+    c.step.add_run(0, 575, 1);
+    uint64_t bytes = 0;
+    for (const Weight& w : c.weights) bytes += w.bytes.size() / uint64_t(m.ne) * uint64_t(m.nu);
+    const double ms = time_call(c, s, 50, variants);
+    const double gbs = double(bytes) / (ms * 1e-3) / 1e9;
+    char line[200];
+    std::snprintf(line, sizeof line, "  %s %s/%s  %7.1f us  %5.1f MB  %6.0f GB/s  %5.1f%%\n", m.what,
+                  std::string(type_name(m.gu)).c_str(), std::string(type_name(m.down)).c_str(), ms * 1e3,
+                  double(bytes) / 1e6, gbs, g_copy_gbs > 0 ? 100.0 * gbs / g_copy_gbs : 0.0);
+    table() << line;
   }
   cudaStreamDestroy(s);
 }

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "kernels/cuda/cuda_context.h"
 #include "kernels/cuda/cuda_matmul.h"
 #include "test/cuda/cuda_compare.h"
 
@@ -400,6 +401,65 @@ TEST(CudaKernels, RoundedRowsFromTheNormMatchTheProductsOwnRounding) {
   c.out.push_back(Buf::f32(n_out, 1));
   const Outcome bad = run_gpu(c);
   EXPECT_NE(bad.error.find("rounded rows"), std::string::npos) << bad.error;
+}
+
+// One token's int8 products with their weight rows staged in shared memory
+// (KT_CUDA_STAGE, cuda_matmul.cu) against the same products read from global
+// memory: the same bits. Rows a warp R = 1 and 2 (4099 rows), blocks of rows
+// cut short at the end (37, 4099), every 16-byte-copyable type, several
+// matrices in one launch (matmul_multi) and the experts' gate, up and down
+// (moe_experts, one with an id of -1 for an expert held elsewhere).
+TEST(CudaKernels, StagedProductsMatchUnstagedBitForBit) {
+  KT_REQUIRE_GPU();
+  SplitMix64 rng(17);
+  uint64_t seed = 1700;
+  auto both = [](const Call& c, const std::string& what) {
+    cuda::set_stage_enabled(false);
+    const Outcome plain = run_gpu(c);
+    cuda::set_stage_enabled(true);
+    const Outcome staged = run_gpu(c);
+    ASSERT_TRUE(plain.error.empty() && staged.error.empty()) << what << ": " << plain.error << staged.error;
+    for (size_t i = 0; i < plain.out.size(); ++i) {
+      const auto a = plain.out[i].floats(), b = staged.out[i].floats();
+      ASSERT_TRUE(all_finite(a)) << what;
+      ASSERT_GT(max_abs(a, std::vector<float>(a.size(), 0.0f)), 0.0) << what << ": all zeros";
+      EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << what << " output " << i << ": max abs "
+                                                                   << max_abs(a, b);
+    }
+  };
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
+    const int64_t n_in = type_traits(t).block_size == 256 ? 512 : 320;
+    for (int64_t n_out : {37, 4099}) {
+      Call c;
+      c.op = "matmul";
+      c.weights.push_back(Weight::random("w", t, n_in, n_out, 1, ++seed));
+      c.in.push_back(Buf::f32(n_in, 1, random_floats(size_t(n_in), rng, -2, 2)));
+      c.out.push_back(Buf::f32(n_out, 1));
+      both(c, std::string("matmul ") + std::string(type_name(t)) + " x " + std::to_string(n_out));
+    }
+    Call m;
+    m.op = "matmul_multi";
+    m.in.push_back(Buf::f32(n_in, 1, random_floats(size_t(n_in), rng, -2, 2)));
+    for (int64_t n_out : {44, 9}) {
+      m.weights.push_back(Weight::random("w" + std::to_string(n_out), t, n_in, n_out, 1, ++seed));
+      m.out.push_back(Buf::f32(n_out, 1));
+    }
+    both(m, std::string("matmul_multi ") + std::string(type_name(t)));
+  }
+  for (const auto& [gu, down] : {std::pair<GgmlType, GgmlType>{GgmlType::Q4_K, GgmlType::Q5_0},
+                                 {GgmlType::Q4_K, GgmlType::Q6_K}, {GgmlType::Q8_0, GgmlType::Q4_0}}) {
+    const int64_t n_embd = 512, n_ff = 512, ne = 8, nu = 3;
+    Call c;
+    c.op = "moe_experts";
+    c.in.push_back(Buf::f32(n_embd, 1, random_floats(size_t(n_embd), rng)));
+    c.in.push_back(Buf::i32(nu, 1, {5, 0, 7}));
+    c.in.push_back(Buf::f32(nu, 1, {0.5f, 0.3f, 0.2f}));
+    c.out.push_back(Buf::f32(n_embd, 1));
+    c.weights.push_back(Weight::random("gate_exps", gu, n_embd, n_ff, ne, ++seed));
+    c.weights.push_back(Weight::random("up_exps", gu, n_embd, n_ff, ne, ++seed));
+    c.weights.push_back(Weight::random("down_exps", down, n_ff, n_embd, ne, ++seed));
+    both(c, std::string("moe_experts ") + std::string(type_name(gu)) + "/" + std::string(type_name(down)));
+  }
 }
 
 // ---- rope and caches ---------------------------------------------------------------
