@@ -24,6 +24,7 @@
 #include "kernels/cuda/cuda_attention.cuh"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_context.h"
+#include "kernels/cuda/cuda_dot32.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/cuda_launch.cuh"
 #include "kernels/cuda/cuda_quant.cuh"
@@ -141,6 +142,29 @@ __global__ void __launch_bounds__(128) mla_q_abs_split(const float* __restrict__
   }
 }
 
+// One decoding token's q_abs rows (h, c) from k_b, L = dot32_lanes(dn) lanes a
+// row and 32 / L rows a warp (row_dot32: each lane decodes one 32-value
+// sub-block once); rows c in [r, r + dr) copy q_pe. mla_prepare_one sums its
+// rows the same way, so the two write the same bits.
+template <GgmlType T>
+__global__ void __launch_bounds__(128) mla_q_abs_one(const float* __restrict__ q, MlaDims m,
+                                                     const uint8_t* __restrict__ w, uint64_t row_bytes,
+                                                     uint64_t mat_bytes, float* __restrict__ qcat, int L) {
+  const int lane = threadIdx.x & 31, g = lane % L;
+  const int qc = m.r + m.dr;
+  const int64_t row = (int64_t(blockIdx.x) * 4 + (threadIdx.x >> 5)) * (32 / L) + lane / L;
+  const bool valid = row < int64_t(m.H) * qc;
+  const int h = valid ? int(row / qc) : 0, c = valid ? int(row % qc) : 0;
+  const uint8_t* wr = w + uint64_t(h) * mat_bytes + uint64_t(c < m.r ? c : 0) * row_bytes;
+  if (valid && c < m.r && g == 0) prefetch_l2(wr, row_bytes);
+  wait_for_inputs();
+  // Every lane sums (the shuffles take the whole warp): rows past the end and
+  // q_pe's rows sum row (h, 0) and drop it.
+  const float* qh = q + int64_t(h) * (m.dn + m.dr);
+  const float sum = row_dot32<T>(wr, qh, L, g);
+  if (valid && g == 0) qcat[int64_t(h) * qc + c] = c < m.r ? sum : qh[m.dn + (c - m.r)];
+}
+
 // One decoding token's preparation for cuda.mla_attention_store, in one
 // launch: block 0 stores the token's kv_a row into the latent cache
 // (mla_store_block), blocks 1 .. H rope head h - 1's q_pe into qcat, and the
@@ -156,10 +180,13 @@ __global__ void __launch_bounds__(kStoreThreads)
   constexpr int kWarps = kStoreThreads / 32;
   const int lane = threadIdx.x & 31;
   const int b = int(blockIdx.x);
-  const int64_t row = int64_t(b - 1 - m.H) * kWarps + (threadIdx.x >> 5);  // q_abs's (h, c) = (row / r, row % r)
+  // q_abs's (h, c) = (row / r, row % r): a warp a row, or with L = dot32_lanes(dn)
+  // > 0 a group of L lanes a row (mla_q_abs_one's sums).
+  const int L = dot32_lanes(m.dn), rpw = L ? 32 / L : 1, g = L ? lane % L : 0;
+  const int64_t row = (int64_t(b - 1 - m.H) * kWarps + (threadIdx.x >> 5)) * rpw + (L ? lane / L : 0);
   const bool qabs = b > m.H && row < int64_t(m.H) * m.r;
   const uint8_t* wr = qabs ? w + uint64_t(row / m.r) * mat_bytes + uint64_t(row % m.r) * row_bytes : nullptr;
-  if (qabs && lane == 0) prefetch_l2(wr, row_bytes);
+  if (qabs && (L ? g : lane) == 0) prefetch_l2(wr, row_bytes);
   wait_for_inputs();
   const int qc = m.r + m.dr;
   if (b == 0) {
@@ -168,6 +195,13 @@ __global__ void __launch_bounds__(kStoreThreads)
     const int h = b - 1;
     for (int i = threadIdx.x; i < ra.n_dims / 2; i += blockDim.x)
       rope_pair(ra, pos[0], i, q + int64_t(h) * (m.dn + m.dr) + m.dn, qcat + int64_t(h) * qc + m.r);
+  } else if (L) {
+    // The whole warp shuffles: rows past the end sum row 0 and drop it.
+    const int64_t rr = qabs ? row : 0;
+    const int h = int(rr / m.r), c = int(rr % m.r);
+    const float* qh = q + int64_t(h) * (m.dn + m.dr);
+    const float sum = row_dot32<T>(w + uint64_t(h) * mat_bytes + uint64_t(c) * row_bytes, qh, L, g);
+    if (qabs && g == 0) qcat[int64_t(h) * qc + c] = sum;
   } else if (qabs) {
     const int h = int(row / m.r), c = int(row % m.r);
     const float* qh = q + int64_t(h) * (m.dn + m.dr);
@@ -212,6 +246,24 @@ __global__ void __launch_bounds__(128) mla_out(const float* __restrict__ olat, i
     const float s = warp_sum(acc[t]);
     if (lane == 0 && t < nt) out[(t0 + t) * out_stride + int64_t(h) * m.dv + i] = s;
   }
+}
+
+// One decoding token's W_V rows (h, i), L = dot32_lanes(r) lanes a row and
+// 32 / L rows a warp (row_dot32); mla_out<T, kSplit, 1>'s rows otherwise.
+template <GgmlType T, bool kSplit>
+__global__ void __launch_bounds__(128) mla_out_one(const float* __restrict__ olat, MlaDims m,
+                                                   const uint8_t* __restrict__ w, uint64_t row_bytes,
+                                                   uint64_t mat_bytes, float* __restrict__ out, int L) {
+  const int lane = threadIdx.x & 31, g = lane % L;
+  const int64_t row = (int64_t(blockIdx.x) * 4 + (threadIdx.x >> 5)) * (32 / L) + lane / L;
+  const bool valid = row < int64_t(m.H) * m.dv;
+  const int h = valid ? int(row / m.dv) : 0, i = valid ? int(row % m.dv) : 0;
+  const uint8_t* wr = kSplit ? w + uint64_t(h) * mat_bytes + uint64_t(i) * row_bytes
+                             : w + (uint64_t(h) * (m.dn + m.dv) + m.dn + i) * row_bytes;
+  if (valid && g == 0) prefetch_l2(wr, row_bytes);
+  wait_for_inputs();
+  const float sum = row_dot32<T>(wr, olat + int64_t(h) * m.r, L, g);  // the whole warp shuffles
+  if (valid && g == 0) out[int64_t(h) * m.dv + i] = sum;
 }
 
 }  // namespace
@@ -276,7 +328,12 @@ class CudaMla final : public Kernel {
             cuda::launch(cuda::mla_q_abs_split<T, decltype(ntc)::value>, grid, 128, 0, stream, q_t0, nt, m, wk,
                          s_.k_row, s_.k_mat, qcat);
           };
-          nt == 1 ? go(One{}) : go(Tok{});
+          const int L = cuda::dot32_lanes(m.dn);
+          if (nt == 1 && L)
+            cuda::launch(cuda::mla_q_abs_one<T>, unsigned(cuda::ceil_div(int64_t(m.H) * qc, 4 * (32 / L))), 128, 0,
+                         stream, q_t0, m, wk, s_.k_row, s_.k_mat, qcat, L);
+          else
+            nt == 1 ? go(One{}) : go(Tok{});
         } else {
           const dim3 grid(unsigned(cuda::ceil_div(qc, 128)), unsigned(m.H), tok_blocks);
           cuda::launch(cuda::mla_q_abs<T>, grid, dim3(128, cuda::kQabsSplit), 0, stream, q_t0, nt, m, wk, s_.k_row,
@@ -304,10 +361,20 @@ class CudaMla final : public Kernel {
           cuda::launch(cuda::mla_out<T, decltype(split)::value, decltype(ntc)::value>, grid, 128, 0, stream, olat, nt,
                        m, wv, s_.v_row, s_.v_mat, y.row(t0), y.cols);
         };
-        if (s_.split)
+        const int L = cuda::dot32_lanes(m.r);
+        if (nt == 1 && L) {
+          const unsigned blocks = unsigned(cuda::ceil_div(int64_t(m.H) * m.dv, 4 * (32 / L)));
+          if (s_.split)
+            cuda::launch(cuda::mla_out_one<T, true>, blocks, 128, 0, stream, olat, m, wv, s_.v_row, s_.v_mat,
+                         y.row(t0), L);
+          else
+            cuda::launch(cuda::mla_out_one<T, false>, blocks, 128, 0, stream, olat, m, wv, s_.v_row, s_.v_mat,
+                         y.row(t0), L);
+        } else if (s_.split) {
           nt == 1 ? go(std::true_type{}, One{}) : go(std::true_type{}, Tok{});
-        else
+        } else {
           nt == 1 ? go(std::false_type{}, One{}) : go(std::false_type{}, Tok{});
+        }
       });
       cuda::check_launch("cuda mla (W_V)", a.queue);
     }
@@ -342,7 +409,9 @@ class CudaMla final : public Kernel {
       using E = decltype(ec);
       const cuda::MlaStore<E> sa = cuda::mla_store_args<E>(kv_a.f32(), kv_a.cols, kv, norm, s_.eps, s_.rope);
       if (x.rows == 1 && s_.split) {
-        const unsigned blocks = unsigned(1 + m.H + cuda::ceil_div(int64_t(m.H) * m.r, cuda::kStoreThreads / 32));
+        const int L = cuda::dot32_lanes(m.dn);  // q_abs's rows a warp: mla_prepare_one
+        const unsigned blocks =
+            unsigned(1 + m.H + cuda::ceil_div(int64_t(m.H) * m.r, cuda::kStoreThreads / 32 * (L ? 32 / L : 1)));
         cuda::with_type(s_.k_type, [&](auto tc) {
           constexpr GgmlType T = decltype(tc)::value;
           cuda::launch(cuda::mla_prepare_one<T, E>, blocks, cuda::kStoreThreads, size_t(m.dr) * 4, stream, x.f32(), m,

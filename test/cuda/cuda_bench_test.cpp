@@ -364,7 +364,8 @@ TEST(CudaBench, D_DecodeAttentionAtContext4096) {
   for (const int ctx : {512, 4096})
     for (const M m : {M{"MLA absorbed, V2-Lite (16 heads), kv_b  ", 16, 128, 64, 128, 512, false},
                       M{"MLA absorbed, V2-Lite (16 heads), k_b/v_b", 16, 128, 64, 128, 512, true},
-                      M{"MLA absorbed, V3 (128 heads), kv_b      ", 128, 128, 64, 128, 512, false}}) {
+                      M{"MLA absorbed, V3 (128 heads), kv_b      ", 128, 128, 64, 128, 512, false},
+                      M{"MLA absorbed, V3 (128 heads), k_b/v_b   ", 128, 128, 64, 128, 512, true}}) {
       Call c;
       c.op = "mla_attention_absorbed";
       c.kv = std::make_unique<Kv>(random_kv(kern::KvView::Kind::MlaLatent, GgmlType::F16, 1, ctx, 1, m.r, m.dr, 4));
