@@ -34,28 +34,38 @@ __device__ __forceinline__ float dot32(const uint8_t* row, int sb, const float* 
   return acc;
 }
 
-// The 32 floats x[0..31] (16-byte aligned) as 8 float4 loads.
-__device__ __forceinline__ void load_x32(const float* __restrict__ x, float* v) {
+// Sum over k < 32 of w(k) * x[k], in order (x 16-byte aligned, read as 8
+// float4s): the loop every typed form below shares, given its k-th value.
+template <class W>
+__device__ __forceinline__ float sum32(const float* __restrict__ x, W w) {
+  float xv[32];
 #pragma unroll
   for (int k = 0; k < 8; ++k) {
     const float4 f = reinterpret_cast<const float4*>(x)[k];
-    v[4 * k] = f.x, v[4 * k + 1] = f.y, v[4 * k + 2] = f.z, v[4 * k + 3] = f.w;
+    xv[4 * k] = f.x, xv[4 * k + 1] = f.y, xv[4 * k + 2] = f.z, xv[4 * k + 3] = f.w;
   }
+  float acc = 0.0f;
+#pragma unroll
+  for (int k = 0; k < 32; ++k) acc = fmaf(w(k), xv[k], acc);
+  return acc;
 }
+
+// N little-endian words from p (2-byte aligned: ggml's blocks after the first).
+template <int N>
+__device__ __forceinline__ void load_words(const uint8_t* p, uint32_t* q) {
+#pragma unroll
+  for (int k = 0; k < N; ++k) q[k] = ld_u32_a2(p + 4 * k);
+}
+// Byte k of words q.
+__device__ __forceinline__ uint32_t byte_of(const uint32_t* q, int k) { return (q[k / 4] >> (8 * (k % 4))) & 0xFF; }
 
 template <>
 __device__ __forceinline__ float dot32<GgmlType::Q8_0>(const uint8_t* row, int sb, const float* __restrict__ x) {
   const uint8_t* b = row + int64_t(sb) * 34;
   const float d = ld_f16(b);
   uint32_t q[8];
-#pragma unroll
-  for (int k = 0; k < 8; ++k) q[k] = ld_u32_a2(b + 2 + 4 * k);
-  float xv[32];
-  load_x32(x, xv);
-  float acc = 0.0f;
-#pragma unroll
-  for (int k = 0; k < 32; ++k) acc = fmaf(__fmul_rn(float(int8_t(q[k / 4] >> (8 * (k % 4)))), d), xv[k], acc);
-  return acc;
+  load_words<8>(b + 2, q);
+  return sum32(x, [&](int k) { return __fmul_rn(float(int8_t(byte_of(q, k))), d); });
 }
 
 template <>
@@ -63,18 +73,11 @@ __device__ __forceinline__ float dot32<GgmlType::Q4_0>(const uint8_t* row, int s
   const uint8_t* b = row + int64_t(sb) * 18;
   const float d = ld_f16(b);
   uint32_t q[4];
-#pragma unroll
-  for (int k = 0; k < 4; ++k) q[k] = ld_u32_a2(b + 2 + 4 * k);
-  float xv[32];
-  load_x32(x, xv);
-  float acc = 0.0f;
-#pragma unroll
-  for (int k = 0; k < 32; ++k) {
-    const uint32_t byte = (q[(k % 16) / 4] >> (8 * (k % 4))) & 0xFF;
-    const int v = int(k < 16 ? (byte & 0xF) : (byte >> 4)) - 8;
-    acc = fmaf(__fmul_rn(float(v), d), xv[k], acc);
-  }
-  return acc;
+  load_words<4>(b + 2, q);
+  return sum32(x, [&](int k) {
+    const uint32_t byte = byte_of(q, k % 16);
+    return __fmul_rn(float(int(k < 16 ? (byte & 0xF) : (byte >> 4)) - 8), d);
+  });
 }
 
 template <>
@@ -83,18 +86,11 @@ __device__ __forceinline__ float dot32<GgmlType::Q5_0>(const uint8_t* row, int s
   const float d = ld_f16(b);
   const uint32_t qh = ld_u32_a2(b + 2);
   uint32_t q[4];
-#pragma unroll
-  for (int k = 0; k < 4; ++k) q[k] = ld_u32_a2(b + 6 + 4 * k);
-  float xv[32];
-  load_x32(x, xv);
-  float acc = 0.0f;
-#pragma unroll
-  for (int k = 0; k < 32; ++k) {
-    const uint32_t byte = (q[(k % 16) / 4] >> (8 * (k % 4))) & 0xFF;
-    const int v = int((k < 16 ? (byte & 0xF) : (byte >> 4)) | (((qh >> k) & 1) << 4)) - 16;
-    acc = fmaf(__fmul_rn(float(v), d), xv[k], acc);
-  }
-  return acc;
+  load_words<4>(b + 6, q);
+  return sum32(x, [&](int k) {
+    const uint32_t byte = byte_of(q, k % 16);
+    return __fmul_rn(float(int((k < 16 ? (byte & 0xF) : (byte >> 4)) | (((qh >> k) & 1) << 4)) - 16), d);
+  });
 }
 
 template <>
@@ -105,18 +101,9 @@ __device__ __forceinline__ float dot32<GgmlType::Q4_K>(const uint8_t* row, int s
   scale_min_k4(b + 4, s, &sc, &m);
   const float dl = __fmul_rn(ld_f16(b), float(sc)), ml = __fmul_rn(ld_f16(b + 2), float(m));
   uint32_t q[8];  // the 32 bytes whose low (s even) or high (s odd) nibbles are the sub-block
-#pragma unroll
-  for (int k = 0; k < 8; ++k) q[k] = ld_u32_a2(b + 16 + 32 * (s / 2) + 4 * k);
+  load_words<8>(b + 16 + 32 * (s / 2), q);
   const int sh = 4 * (s % 2);
-  float xv[32];
-  load_x32(x, xv);
-  float acc = 0.0f;
-#pragma unroll
-  for (int k = 0; k < 32; ++k) {
-    const int v = int((q[k / 4] >> (8 * (k % 4) + sh)) & 0xF);
-    acc = fmaf(__fsub_rn(__fmul_rn(dl, float(v)), ml), xv[k], acc);
-  }
-  return acc;
+  return sum32(x, [&](int k) { return __fsub_rn(__fmul_rn(dl, float((byte_of(q, k) >> sh) & 0xF)), ml); });
 }
 
 template <>
@@ -127,22 +114,13 @@ __device__ __forceinline__ float dot32<GgmlType::Q6_K>(const uint8_t* row, int s
   const float d0 = __fmul_rn(d, float(int8_t(b[192 + 8 * half + 2 * k4]))),
               d1 = __fmul_rn(d, float(int8_t(b[192 + 8 * half + 2 * k4 + 1])));
   uint32_t lo[8], hi[8];
-#pragma unroll
-  for (int k = 0; k < 8; ++k) {
-    lo[k] = ld_u32_a2(b + 64 * half + 32 * (k4 % 2) + 4 * k);
-    hi[k] = ld_u32_a2(b + 128 + 32 * half + 4 * k);
-  }
+  load_words<8>(b + 64 * half + 32 * (k4 % 2), lo);
+  load_words<8>(b + 128 + 32 * half, hi);
   const int lsh = k4 < 2 ? 0 : 4, hsh = 2 * k4;
-  float xv[32];
-  load_x32(x, xv);
-  float acc = 0.0f;
-#pragma unroll
-  for (int k = 0; k < 32; ++k) {
-    const int l = int((lo[k / 4] >> (8 * (k % 4) + lsh)) & 0xF);
-    const int h = int((hi[k / 4] >> (8 * (k % 4) + hsh)) & 3);
-    acc = fmaf(__fmul_rn(k < 16 ? d0 : d1, float((l | h << 4) - 32)), xv[k], acc);
-  }
-  return acc;
+  return sum32(x, [&](int k) {
+    const int v = int((byte_of(lo, k) >> lsh) & 0xF) | int((byte_of(hi, k) >> hsh) & 3) << 4;
+    return __fmul_rn(k < 16 ? d0 : d1, float(v - 32));
+  });
 }
 
 // The row's sum with x[0 .. 32 L), L lanes a row (dot32_lanes): lane g of the
