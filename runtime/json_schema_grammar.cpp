@@ -8,6 +8,7 @@
 #include <set>
 #include <vector>
 
+#include "runtime/json_number_ranges.h"
 #include "runtime/regex_grammar.h"
 
 namespace kt {
@@ -17,11 +18,8 @@ namespace {
 using J = nlohmann::ordered_json;
 using Seq = GrammarBuilder::Seq;
 
-// Numbers have at most this many digits before the point (and after it):
-// 16 digits keep every integer JavaScript can hold exactly... nearly, and
-// bound what an unruly model can write.
-constexpr int kMaxDigits = 16;
-constexpr int64_t kDigitsLimit = 10'000'000'000'000'000;  // 10^16: the first 17-digit number
+constexpr int kMaxDigits = kJsonMaxDigits;
+constexpr int64_t kDigitsLimit = kJsonDigitsLimit;
 
 const std::set<std::string>& annotation_keywords() {
   static const std::set<std::string> k = {"title",   "description", "$schema",    "$id",       "$comment",
@@ -66,9 +64,6 @@ std::string pointer_token(const std::string& key) {
   }
   return printable(out, 64);
 }
-
-// Decimal digits of n >= 0.
-std::string digits(int64_t n) { return std::to_string(n); }
 
 }  // namespace
 
@@ -232,79 +227,9 @@ struct JsonSchemaCompiler::Impl {
     return *object_;
   }
 
-  // ---- integer and number ranges ------------------------------------------
+  // ---- integer and number ranges (json_number_ranges.h) ----------------------
 
-  // Equal-length decimal strings lo <= hi: every string between, as
-  // alternatives of byte-range sequences after prefix.
-  void same_length(const std::string& lo, const std::string& hi, Seq prefix, std::vector<Seq>* out) {
-    if (lo.empty()) {
-      out->push_back(std::move(prefix));
-      return;
-    }
-    const std::string lo_rest = lo.substr(1), hi_rest = hi.substr(1);
-    if (lo[0] == hi[0]) {
-      prefix.push_back(b.byte(uint8_t(lo[0])));
-      same_length(lo_rest, hi_rest, std::move(prefix), out);
-      return;
-    }
-    const bool lo_zeros = lo_rest.find_first_not_of('0') == std::string::npos;
-    const bool hi_nines = hi_rest.find_first_not_of('9') == std::string::npos;
-    auto free_digits = [&](Seq s, char a, char z, size_t n) {
-      s.push_back(b.bytes(ByteSet().add_range(uint8_t(a), uint8_t(z))));
-      for (size_t k = 0; k < n; ++k) s.push_back(b.bytes(ByteSet().add_range('0', '9')));
-      out->push_back(std::move(s));
-    };
-    const char first = lo_zeros ? lo[0] : char(lo[0] + 1);
-    const char last = hi_nines ? hi[0] : char(hi[0] - 1);
-    if (!lo_zeros) {
-      Seq s = prefix;
-      s.push_back(b.byte(uint8_t(lo[0])));
-      same_length(lo_rest, std::string(lo_rest.size(), '9'), std::move(s), out);
-    }
-    if (first <= last) free_digits(prefix, first, last, lo_rest.size());
-    if (!hi_nines) {
-      Seq s = prefix;
-      s.push_back(b.byte(uint8_t(hi[0])));
-      same_length(std::string(hi_rest.size(), '0'), hi_rest, std::move(s), out);
-    }
-  }
-
-  // Integers in [lo, hi] (hi < 0: no upper bound), lo >= 0, no leading zeros.
-  void nonneg_range(int64_t lo, int64_t hi, const Seq& prefix, const Seq& suffix, std::vector<Seq>* out) {
-    if (hi >= 0 && hi < lo) return;
-    const std::string a = digits(lo);
-    const size_t last_len = hi >= 0 ? digits(hi).size() : a.size();
-    std::vector<Seq> alts;
-    for (size_t len = a.size(); len <= last_len; ++len) {
-      std::string from = a;
-      if (len != a.size()) {  // 10...0 (built in place: GCC 12 warns, falsely, on "1" + string)
-        from.assign(len, '0');
-        from[0] = '1';
-      }
-      const std::string to = (hi >= 0 && len == last_len) ? digits(hi) : std::string(len, '9');
-      same_length(from, to, prefix, &alts);
-    }
-    if (hi < 0 && a.size() < size_t(kMaxDigits)) {  // the longer numbers, up to 16 digits
-      Seq s = prefix;
-      s.push_back(b.bytes(ByteSet().add_range('1', '9')));
-      for (size_t k = 0; k < a.size(); ++k) s.push_back(b.bytes(ByteSet().add_range('0', '9')));
-      s.push_back(ref(digits_rule(0, int64_t(kMaxDigits) - int64_t(a.size()) - 1, "int-more")));
-      alts.push_back(std::move(s));
-    }
-    for (Seq& s : alts) {
-      s.insert(s.end(), suffix.begin(), suffix.end());
-      out->push_back(std::move(s));
-    }
-  }
-
-  // Bounds as integers: lo/hi absent = unbounded; past 16 digits = unbounded
-  // (no longer number is ever written).
-  struct Bounds {
-    std::optional<int64_t> lo, hi;
-    bool lo_excl = false, hi_excl = false;
-  };
-
-  bool read_bounds(const J& s, const std::string& path, bool integer, Bounds* out) {
+  bool read_bounds(const J& s, const std::string& path, bool integer, JsonBounds* out) {
     auto num = [&](const char* key, std::optional<double>* v, bool* excl_flag) -> bool {
       auto it = s.find(key);
       if (it == s.end()) return true;
@@ -358,59 +283,11 @@ struct JsonSchemaCompiler::Impl {
     return true;
   }
 
-  uint32_t integer_range(const Bounds& bd, const std::string& name) {
-    std::vector<Seq> alts;
-    const int64_t lo = bd.lo.value_or(INT64_MIN), hi = bd.hi.value_or(INT64_MAX);
-    if (lo < 0) {  // -y with y in [max(1, -hi), -lo]
-      const int64_t ylo = hi < 0 ? -hi : 1;
-      nonneg_range(ylo, bd.lo ? -lo : -1, lit("-"), {}, &alts);
-    }
-    if (hi >= 0) nonneg_range(std::max<int64_t>(lo, 0), bd.hi ? hi : -1, {}, {}, &alts);
-    const uint32_t r = b.add_rule(name);
-    for (const Seq& s : alts) b.add_alt(r, s);
-    return r;
+  uint32_t integer_range(const JsonBounds& bd, const std::string& name) {
+    return JsonNumberRanges(b).integer_range(bd, name);
   }
-
-  // Non-negative decimals in [a, b] (b < 0: unbounded), each end open or
-  // closed, without an exponent; appended to out after prefix.
-  void nonneg_decimal(int64_t a, bool a_excl, int64_t hi, bool hi_excl, const Seq& prefix, std::vector<Seq>* out,
-                      const std::string& name) {
-    const Seq frac_opt = {ref(frac())};
-    // a with a fraction that is not all zeros: ".0{0,14}[1-9][0-9]{0,14}"
-    const uint32_t nz_zeros = b.repeat(lit("0"), 0, kMaxDigits - 2, name + "-nz0");
-    const Seq frac_nonzero = {b.byte('.'), ref(nz_zeros), b.bytes(ByteSet().add_range('1', '9')),
-                              ref(digits_rule(0, kMaxDigits - 2, name + "-nzd"))};
-    const bool bounded = hi >= 0;
-    // The whole numbers strictly inside get any fraction.
-    const int64_t inner_lo = a_excl ? a + 1 : a;
-    const int64_t inner_hi = bounded ? hi - 1 : -1;
-    if (!bounded || inner_lo <= inner_hi) nonneg_range(inner_lo, inner_hi, prefix, frac_opt, out);
-    if (a_excl && (!bounded || a < hi)) out->push_back(cat({prefix, lit(digits(a)), frac_nonzero}));
-    if (bounded && !hi_excl) {
-      const uint32_t zero_frac =
-          b.repeat(cat({lit("."), {ref(b.repeat(lit("0"), 1, kMaxDigits, name + "-hz"))}}), 0, 1, name + "-hzf");
-      out->push_back(cat({prefix, lit(digits(hi)), {ref(zero_frac)}}));
-    }
-  }
-
-  uint32_t number_range(const Bounds& bd, const std::string& name) {
-    std::vector<Seq> alts;
-    const bool neg = !bd.lo || *bd.lo < 0;
-    const bool nonneg = !bd.hi || *bd.hi > 0 || (*bd.hi == 0 && !bd.hi_excl);
-    if (neg) {
-      // x = -y, y > 0: y >= -hi (when hi < 0), y <= -lo.
-      const bool hi_neg = bd.hi && *bd.hi < 0;
-      nonneg_decimal(hi_neg ? -*bd.hi : 0, hi_neg ? bd.hi_excl : true, bd.lo ? -*bd.lo : -1, bd.lo_excl, lit("-"), &alts,
-                     name + "-neg");
-    }
-    if (nonneg) {
-      const bool lo_pos = bd.lo && *bd.lo >= 0;
-      nonneg_decimal(lo_pos ? *bd.lo : 0, lo_pos ? bd.lo_excl : false, bd.hi ? *bd.hi : -1, bd.hi ? bd.hi_excl : false,
-                     {}, &alts, name + "-pos");
-    }
-    const uint32_t r = b.add_rule(name);
-    for (const Seq& s : alts) b.add_alt(r, s);
-    return r;
+  uint32_t number_range(const JsonBounds& bd, const std::string& name) {
+    return JsonNumberRanges(b).number_range(bd, name, frac());
   }
 
   // ---- strings -------------------------------------------------------------
@@ -781,7 +658,7 @@ struct JsonSchemaCompiler::Impl {
       if (t == "string") {
         if (!string_node(s, path, &r)) return false;
       } else if (t == "integer" || t == "number") {
-        Bounds bd;
+        JsonBounds bd;
         if (!read_bounds(s, path, t == "integer", &bd)) return false;
         if (!bd.lo && !bd.hi) r = t == "integer" ? any_integer() : any_number();
         else r = t == "integer" ? integer_range(bd, path + "#integer") : number_range(bd, path + "#number");
