@@ -406,9 +406,9 @@ TEST(CudaKernels, RoundedRowsFromTheNormMatchTheProductsOwnRounding) {
 // One token's int8 products with their weight rows staged in shared memory
 // (KT_CUDA_STAGE, cuda_matmul.cu) against the same products read from global
 // memory: the same bits. Rows a warp R = 1 and 2 (4099 rows), blocks of rows
-// cut short at the end (37, 4099), every 16-byte-copyable type, several
-// matrices in one launch (matmul_multi) and the experts' gate, up and down
-// (moe_experts, one with an id of -1 for an expert held elsewhere).
+// cut short at the end (37, 4099), the staged types (Q5_0, measured slower
+// staged, reads global memory both ways and must too), several matrices in one
+// launch (matmul_multi) and the experts' gate, up and down (moe_experts).
 TEST(CudaKernels, StagedProductsMatchUnstagedBitForBit) {
   KT_REQUIRE_GPU();
   SplitMix64 rng(17);
