@@ -182,7 +182,6 @@ void round_activations(GgmlType weight_type, ActRounding rounding, const float* 
   }
 }
 
-
 void matmul(GgmlType type, const void* w, int64_t n_in, int64_t n_out, const float* x,
             int64_t n_batch, float* y, ActRounding rounding) {
   const TypeTraits& t = computable(type);

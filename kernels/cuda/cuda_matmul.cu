@@ -40,6 +40,8 @@ __device__ __forceinline__ void prefetch_rows(const uint8_t* W, uint64_t row_byt
 // registers, about two waves of 8 blocks an SM on 132 SMs (measured, with the
 // thresholds tried: kernels/cuda/README.md).
 constexpr int64_t kTwoRowBlocks = 1024;
+template <int R>
+using Rows = std::integral_constant<int, R>;  // rows a warp, as a launch's template argument
 
 // Chunk c's block and its chunk within the block (c >= 0): unsigned 32-bit
 // division by a power of two is one shift; the 64-bit form is kept as it was.
@@ -513,18 +515,16 @@ void MatmulOp::run_int8(const int8_t* xq, const float* xd, int64_t rows, float* 
       const float* b = ids ? nullptr : bias;
       const int64_t xdv = ids ? x_div : 1;
       const uint64_t sb = stage_bytes(two ? 2 : 1);
-      if (two && sb)
-        launch(glu ? mmv_int8<T, 1, true, 2, true> : mmv_int8<T, 1, false, 2, true>, dim3(gx2, gy1), block, sb, s, w_,
-               row_bytes_, mat_bytes_, n_out_, n_in_, xq, xd, 1, y, ldy, b, ids, xdv);
-      else if (two)
-        launch(glu ? mmv_int8<T, 1, true, 2> : mmv_int8<T, 1, false, 2>, dim3(gx2, gy1), block, 0, s, w_, row_bytes_,
-               mat_bytes_, n_out_, n_in_, xq, xd, 1, y, ldy, b, ids, xdv);
-      else if (sb)
-        launch(glu ? mmv_int8<T, 1, true, 1, true> : mmv_int8<T, 1, false, 1, true>, dim3(gx, gy1), block, sb, s, w_,
-               row_bytes_, mat_bytes_, n_out_, n_in_, xq, xd, 1, y, ldy, b, ids, xdv);
+      auto one = [&](auto rc, auto sc) {  // R rows a warp, staged or not
+        constexpr int R = decltype(rc)::value;
+        constexpr bool S = decltype(sc)::value;
+        launch(glu ? mmv_int8<T, 1, true, R, S> : mmv_int8<T, 1, false, R, S>, dim3(R == 2 ? gx2 : gx, gy1), block,
+               S ? sb : 0, s, w_, row_bytes_, mat_bytes_, n_out_, n_in_, xq, xd, 1, y, ldy, b, ids, xdv);
+      };
+      if (two)
+        sb ? one(Rows<2>{}, std::true_type{}) : one(Rows<2>{}, std::false_type{});
       else
-        launch(glu ? mmv_int8<T, 1, true> : mmv_int8<T, 1>, dim3(gx, gy1), block, 0, s, w_, row_bytes_, mat_bytes_,
-               n_out_, n_in_, xq, xd, 1, y, ldy, b, ids, xdv);
+        sb ? one(Rows<1>{}, std::true_type{}) : one(Rows<1>{}, std::false_type{});
     } else {
       launch(glu ? mmv_int8<T, 8, true> : mmv_int8<T, 8>, dim3(gx, unsigned(ceil_div(rows, 8))), block, 0, s, w_,
              row_bytes_, mat_bytes_, n_out_, n_in_, xq, xd, int(rows), y, ldy, bias, nullptr, 1);
@@ -597,17 +597,19 @@ void MatmulOp::run_products(const MatmulOp* ops, int n, const float* x, int64_t 
   const dim3 block(32 * kRowsPerBlock);
   with_quant_type(op0.type_, [&](auto tc) {
     constexpr GgmlType T = decltype(tc)::value;
+    auto one = [&](auto rc, auto sc) {  // one token: R rows a warp, staged or not
+      constexpr int kR = decltype(rc)::value;
+      constexpr bool kS = decltype(sc)::value;
+      launch(mmv_int8_multi<T, 1, kR, kS>, dim3(blocks), block, kS ? sb : 0, s, p, op0.row_bytes_, op0.n_in_, r.q,
+             r.d, 1);
+    };
     if (rows > 1)
       launch(mmv_int8_multi<T, 8, 1>, dim3(blocks, unsigned(ceil_div(rows, 8))), block, 0, s, p, op0.row_bytes_,
              op0.n_in_, r.q, r.d, int(rows));
-    else if (sb && R == 2)
-      launch(mmv_int8_multi<T, 1, 2, true>, dim3(blocks), block, sb, s, p, op0.row_bytes_, op0.n_in_, r.q, r.d, 1);
-    else if (sb)
-      launch(mmv_int8_multi<T, 1, 1, true>, dim3(blocks), block, sb, s, p, op0.row_bytes_, op0.n_in_, r.q, r.d, 1);
     else if (R == 2)
-      launch(mmv_int8_multi<T, 1, 2>, dim3(blocks), block, 0, s, p, op0.row_bytes_, op0.n_in_, r.q, r.d, 1);
+      sb ? one(Rows<2>{}, std::true_type{}) : one(Rows<2>{}, std::false_type{});
     else
-      launch(mmv_int8_multi<T, 1, 1>, dim3(blocks), block, 0, s, p, op0.row_bytes_, op0.n_in_, r.q, r.d, 1);
+      sb ? one(Rows<1>{}, std::true_type{}) : one(Rows<1>{}, std::false_type{});
   });
   check_launch("cuda matmul (int8, several matrices)", queue);
 }

@@ -142,6 +142,15 @@ __global__ void __launch_bounds__(128) mla_q_abs_split(const float* __restrict__
   }
 }
 
+// q_abs[h][c] (c < r) of one decoding token from k_b row (h, c), L lanes a
+// row, lane g of the row's group (row_dot32; the whole warp must call it): the
+// one sum both mla_q_abs_one and mla_prepare_one write, so their bits agree.
+template <GgmlType T>
+__device__ __forceinline__ float q_abs_one(const float* __restrict__ q, const MlaDims& m, const uint8_t* w,
+                                           uint64_t row_bytes, uint64_t mat_bytes, int h, int c, int L, int g) {
+  return row_dot32<T>(w + uint64_t(h) * mat_bytes + uint64_t(c) * row_bytes, q + int64_t(h) * (m.dn + m.dr), L, g);
+}
+
 // One decoding token's q_abs rows (h, c) from k_b, L = dot32_lanes(dn) lanes a
 // row and 32 / L rows a warp (row_dot32: each lane decodes one 32-value
 // sub-block once); rows c in [r, r + dr) copy q_pe. mla_prepare_one sums its
@@ -155,14 +164,12 @@ __global__ void __launch_bounds__(128) mla_q_abs_one(const float* __restrict__ q
   const int64_t row = (int64_t(blockIdx.x) * 4 + (threadIdx.x >> 5)) * (32 / L) + lane / L;
   const bool valid = row < int64_t(m.H) * qc;
   const int h = valid ? int(row / qc) : 0, c = valid ? int(row % qc) : 0;
-  const uint8_t* wr = w + uint64_t(h) * mat_bytes + uint64_t(c < m.r ? c : 0) * row_bytes;
-  if (valid && c < m.r && g == 0) prefetch_l2(wr, row_bytes);
+  if (valid && c < m.r && g == 0) prefetch_l2(w + uint64_t(h) * mat_bytes + uint64_t(c) * row_bytes, row_bytes);
   wait_for_inputs();
   // Every lane sums (the shuffles take the whole warp): rows past the end and
   // q_pe's rows sum row (h, 0) and drop it.
-  const float* qh = q + int64_t(h) * (m.dn + m.dr);
-  const float sum = row_dot32<T>(wr, qh, L, g);
-  if (valid && g == 0) qcat[int64_t(h) * qc + c] = c < m.r ? sum : qh[m.dn + (c - m.r)];
+  const float sum = q_abs_one<T>(q, m, w, row_bytes, mat_bytes, h, c < m.r ? c : 0, L, g);
+  if (valid && g == 0) qcat[int64_t(h) * qc + c] = c < m.r ? sum : q[int64_t(h) * (m.dn + m.dr) + m.dn + (c - m.r)];
 }
 
 // One decoding token's preparation for cuda.mla_attention_store, in one
@@ -199,8 +206,7 @@ __global__ void __launch_bounds__(kStoreThreads)
     // The whole warp shuffles: rows past the end sum row 0 and drop it.
     const int64_t rr = qabs ? row : 0;
     const int h = int(rr / m.r), c = int(rr % m.r);
-    const float* qh = q + int64_t(h) * (m.dn + m.dr);
-    const float sum = row_dot32<T>(w + uint64_t(h) * mat_bytes + uint64_t(c) * row_bytes, qh, L, g);
+    const float sum = q_abs_one<T>(q, m, w, row_bytes, mat_bytes, h, c, L, g);
     if (qabs && g == 0) qcat[int64_t(h) * qc + c] = sum;
   } else if (qabs) {
     const int h = int(row / m.r), c = int(row % m.r);
