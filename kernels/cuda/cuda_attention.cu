@@ -8,8 +8,8 @@
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_context.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/cuda_latent_rounding.cuh"
 #include "kernels/cuda/cuda_launch.cuh"
-#include "kernels/cuda/cuda_rounding.cuh"
 #include "kernels/kernel_bind.h"
 
 namespace kt::cuda {
@@ -58,15 +58,6 @@ struct Layout {
   }
 };
 
-template <class E>
-__device__ __forceinline__ float to_f(E v) {
-  if constexpr (std::is_same_v<E, float>)
-    return v;
-  else if constexpr (std::is_same_v<E, __half>)
-    return __half2float(v);
-  else
-    return __bfloat162float(v);
-}
 
 // Rows [0, 32) of len values (row stride src_stride elements) into dst rows
 // (stride dst_stride floats), zero past len up to len_pad and for rows >=
@@ -121,33 +112,49 @@ __device__ void load_rows(float* dst, int dst_stride, const E* src, int64_t src_
   }
 }
 
-// MLA's latents as kv_b's products see them (ops_ref.h round_activations):
-// mode 1 F16, 2 BF16, 3 Q8_0 blocks, 4 Q8_K blocks; rows [0, n_rows) of r values.
-__device__ void round_latents(float* ks, int stride, int r, int n_rows, int mode) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
-  for (int j = warp; j < n_rows; j += n_warps) {
-    float* row = ks + j * stride;
-    if (mode == 1 || mode == 2) {
-      for (int c = lane; c < r; c += 32) row[c] = mode == 1 ? round_f16(row[c]) : round_bf16(row[c]);
-    } else if (mode == 3) {
-      for (int b = 0; b < r / 32; ++b) {
-        float d16;
-        const int q = round_q8_0_warp(row[32 * b + lane], &d16);
-        row[32 * b + lane] = __fmul_rn(d16, float(q));
+// MLA's latents of positions [0, *pos_last] of cache slot *slot, rounded once
+// for every block of the split kernel (round_latent_rows_block).
+template <class E>
+__global__ void __launch_bounds__(kThreads) round_latent_rows(const E* __restrict__ cache, int64_t n_ctx, int r,
+                                                              int mode, const int32_t* __restrict__ slot,
+                                                              const int32_t* __restrict__ pos_last,
+                                                              int8_t* __restrict__ out_q, float* __restrict__ out_d) {
+  wait_for_inputs();
+  round_latent_rows_block(cache, n_ctx, r, mode, *slot, int(blockIdx.x) * kRoundRows, *pos_last + 1, out_q, out_d);
+}
+
+// A tile of latents rounded already (round_latent_rows): rows [0, n_rows) of r
+// values as d * q, zero in rows up to kTile. 16 values a chunk (one block's
+// scale), each thread's chunks loaded before any is stored, as load_rows.
+__device__ void load_rounded_rows(float* dst, int dst_stride, const int8_t* q, const float* d, int r, int n_rows) {
+  constexpr int kBatch = 4;
+  const int nch = r / 16;
+  const int total = kTile * nch;
+  for (int base = threadIdx.x; base < total; base += kBatch * blockDim.x) {
+    uint4 u[kBatch];
+    float s[kBatch];
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int idx = base + b * int(blockDim.x);
+      const int j = idx / nch, c = (idx % nch) * 16;
+      u[b] = make_uint4(0, 0, 0, 0);
+      s[b] = 0.0f;
+      if (idx < total && j < n_rows) {
+        u[b] = *reinterpret_cast<const uint4*>(q + int64_t(j) * r + c);
+        s[b] = d[int64_t(j) * (r / 32) + c / 32];
       }
-    } else if (mode == 4) {
-      for (int b = 0; b < r / 256; ++b) {
-        float v[8];
-        int q[8];
-        float4* p = reinterpret_cast<float4*>(row + 256 * b + 8 * lane);  // rows are 16-byte aligned
-        const float4 lo = p[0], hi = p[1];
-        v[0] = lo.x, v[1] = lo.y, v[2] = lo.z, v[3] = lo.w, v[4] = hi.x, v[5] = hi.y, v[6] = hi.z, v[7] = hi.w;
-        const float d = round_q8_k_warp(v, q);
-        p[0] = make_float4(__fmul_rn(d, float(q[0])), __fmul_rn(d, float(q[1])), __fmul_rn(d, float(q[2])),
-                           __fmul_rn(d, float(q[3])));
-        p[1] = make_float4(__fmul_rn(d, float(q[4])), __fmul_rn(d, float(q[5])), __fmul_rn(d, float(q[6])),
-                           __fmul_rn(d, float(q[7])));
-      }
+    }
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int idx = base + b * int(blockDim.x);
+      if (idx >= total) continue;
+      const int j = idx / nch, c = (idx % nch) * 16;
+      const int8_t* v = reinterpret_cast<const int8_t*>(&u[b]);
+      float4* out = reinterpret_cast<float4*>(dst + j * dst_stride + c);
+#pragma unroll
+      for (int k = 0; k < 16; k += 4)
+        out[k / 4] = make_float4(__fmul_rn(s[b], float(v[k])), __fmul_rn(s[b], float(v[k + 1])),
+                                 __fmul_rn(s[b], float(v[k + 2])), __fmul_rn(s[b], float(v[k + 3])));
     }
   }
 }
@@ -214,10 +221,13 @@ __global__ void __launch_bounds__(kThreads, 1) attn_split(AttnArgs a) {
     const int nk = min(kTile, n_valid - key0);
     const int64_t row0 = slot * a.n_ctx + key0;
     if constexpr (MLA) {
-      load_rows<E>(Ks, L.ks, static_cast<const E*>(a.k) + row0 * a.k_cols, a.k_cols, a.dv, a.dv, nk, a.vec, false);
+      if (a.lat_q)  // rounded already (round_latent_rows), rows by position
+        load_rounded_rows(Ks, L.ks, a.lat_q + int64_t(key0) * a.dv, a.lat_d + int64_t(key0) * (a.dv / 32), a.dv, nk);
+      else
+        load_rows<E>(Ks, L.ks, static_cast<const E*>(a.k) + row0 * a.k_cols, a.k_cols, a.dv, a.dv, nk, a.vec, false);
       load_rows<E>(Ks + a.dv, L.ks, static_cast<const E*>(a.v) + row0 * a.v_cols, a.v_cols, a.dk - a.dv,
                    L.dk_pad - a.dv, nk, a.vec, false);
-      if (a.round_lat) {
+      if (a.round_lat && !a.lat_q) {
         __syncthreads();
         round_latents(Ks, L.ks, a.dv, nk, a.round_lat);
       }
@@ -449,6 +459,27 @@ void launch_attention(const AttnArgs& a, GgmlType cache_type, bool mla, int64_t 
            a.out_stride, a.out_head_stride);
     check_launch("cuda attention (combine)", stream);
   }
+}
+
+void launch_round_latents(const AttnArgs& a, GgmlType cache_type, int64_t n_tokens, int max_pos, int8_t* out_q,
+                          float* out_d, void* stream) {
+  auto s = static_cast<cudaStream_t>(stream);
+  // Blocks for rows up to the horizon (the rest return at once): the grid, like
+  // the split kernel's, stays the same for 256 decode steps.
+  const unsigned blocks = unsigned(ceil_div(split_horizon(max_pos) + 1, kRoundRows));
+  const size_t smem = size_t(kRoundRows) * size_t(a.dv) * 4;
+  auto go = [&](auto e) {
+    using E = decltype(e);
+    launch(round_latent_rows<E>, blocks, kThreads, smem, s, static_cast<const E*>(a.k), a.n_ctx, a.dv, a.round_lat,
+           a.slot, a.pos + (n_tokens - 1), out_q, out_d);
+  };
+  if (cache_type == GgmlType::F16)
+    go(__half{});
+  else if (cache_type == GgmlType::BF16)
+    go(__nv_bfloat16{});
+  else
+    go(float{});
+  check_launch("cuda mla attention (latents rounded)", stream);
 }
 
 // Splits of the keys: enough blocks to fill the GPU twice, at least one tile

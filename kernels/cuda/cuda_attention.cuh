@@ -37,6 +37,12 @@ struct AttnArgs {
   bool vec = false;      // 16-byte aligned rows: vector loads
   int round_kv = 0;      // GQA: 1 = q, K, V rounded to F16 (ggml's F16 cache)
   int round_lat = 0;     // MLA: 0 none, 1 F16, 2 BF16, 3 Q8_0 blocks, 4 Q8_K blocks
+  // MLA, steps of one slot, round_lat 3 or 4: the slot's latents rounded
+  // already (launch_round_latents), position p's 8-bit values at lat_q + p * dv
+  // and its scales, one a 32 values, at lat_d + p * dv / 32; null: each block
+  // rounds the latents of its tiles itself.
+  const int8_t* lat_q = nullptr;
+  const float* lat_d = nullptr;
   const int32_t* pos = nullptr;   // device, per token
   const int32_t* slot = nullptr;  // device, per token
   int tiles_per_split = 1;
@@ -52,6 +58,15 @@ struct AttnArgs {
 // tokens on `stream`. cache_type: F32, F16 or BF16. mla: keys are [latent,
 // rope key] rows, values the latents.
 void launch_attention(const AttnArgs& a, GgmlType cache_type, bool mla, int64_t n_tokens, void* stream);
+
+// MLA, round_lat 3 or 4: the latents of positions [0, pos[n_tokens - 1]] of
+// cache slot slot[0] (device values; one slot's tokens in position order)
+// rounded as the split kernel rounds a tile, into out_q (r 8-bit values a row)
+// and out_d (r / 32 scales a row), for AttnArgs::lat_q and lat_d. Every head
+// group and token of the step then reads them rounded once rather than
+// rounding its own copy. max_pos (host): the grid covers split_horizon(max_pos).
+void launch_round_latents(const AttnArgs& a, GgmlType cache_type, int64_t n_tokens, int max_pos, int8_t* out_q,
+                          float* out_d, void* stream);
 
 // Shared memory the kernel needs for these shapes (bytes).
 size_t attention_smem(const AttnArgs& a, bool mla);

@@ -26,6 +26,7 @@
 #include "kernels/cuda/cuda_context.h"
 #include "kernels/cuda/cuda_dot32.cuh"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/cuda_latent_rounding.cuh"
 #include "kernels/cuda/cuda_launch.cuh"
 #include "kernels/cuda/cuda_quant.cuh"
 #include "kernels/cuda/cuda_rope.cuh"
@@ -178,12 +179,17 @@ __global__ void __launch_bounds__(128) mla_q_abs_one(const float* __restrict__ q
 // blocks past them take q_abs's rows from k_b (a warp a row (h, c), as
 // mla_q_abs_split<T, 1> sums it), all side by side where cuda.rope_mla_store
 // and the attention's q_abs were two launches one after the other. qcat holds
-// the bits those two would have written.
+// the bits those two would have written. With lat_q, the step's latents are
+// rounded once here too (round_latent_rows_block; mode 3 or 4): blocks from
+// round_b0 on take the cached rows before the token's, and block 0 its own
+// row once it has stored it.
 template <GgmlType T, class E>
 __global__ void __launch_bounds__(kStoreThreads)
     mla_prepare_one(const float* __restrict__ q, MlaDims m, const uint8_t* __restrict__ w, uint64_t row_bytes,
                     uint64_t mat_bytes, float* __restrict__ qcat, RopeArgs ra, const __grid_constant__ MlaStore<E> st,
-                    const int32_t* __restrict__ slot, const int32_t* __restrict__ pos) {
+                    const int32_t* __restrict__ slot, const int32_t* __restrict__ pos, int8_t* __restrict__ lat_q,
+                    float* __restrict__ lat_d, int round_mode, int round_b0) {
+  static_assert(kStoreThreads == kRoundThreads, "one block size for the store and the rounding");
   constexpr int kWarps = kStoreThreads / 32;
   const int lane = threadIdx.x & 31;
   const int b = int(blockIdx.x);
@@ -196,8 +202,15 @@ __global__ void __launch_bounds__(kStoreThreads)
   if (qabs && (L ? g : lane) == 0) prefetch_l2(wr, row_bytes);
   wait_for_inputs();
   const int qc = m.r + m.dr;
-  if (b == 0) {
+  if (lat_q && b >= round_b0) {
+    round_latent_rows_block(st.lat, st.n_ctx, m.r, round_mode, slot[0], (b - round_b0) * kRoundRows, pos[0], lat_q,
+                            lat_d);
+  } else if (b == 0) {
     mla_store_block(st, slot, pos, 0);
+    if (lat_q) {
+      __syncthreads();  // the row is in the cache; its shared memory is free
+      round_latent_rows_block(st.lat, st.n_ctx, m.r, round_mode, slot[0], pos[0], pos[0] + 1, lat_q, lat_d);
+    }
   } else if (b <= m.H) {
     const int h = b - 1;
     for (int i = threadIdx.x; i < ra.n_dims / 2; i += blockDim.x)
@@ -281,6 +294,13 @@ namespace kt::kern {
 namespace {
 
 constexpr uint64_t kMlaChunkBytes = 64ull << 20;  // q_abs + o_lat per pass
+// Most GPU memory a layer's latents rounded once a step may take (the
+// workspace, shared by the layers): 576 bytes a position for r = 512, so
+// contexts up to 466k positions.
+constexpr uint64_t kLatScratchBytes = 256ull << 20;
+// Fewest blocks reading each tile (tokens x head groups) for which a step's
+// latents are rounded once for all of them (CudaMla::lat_rounded).
+constexpr int64_t kRoundOnceMin = 8;
 
 class CudaMla final : public Kernel {
  public:
@@ -299,6 +319,10 @@ class CudaMla final : public Kernel {
     bool store = false;
     float eps = 0.0f;
     cuda::RopeArgs rope{};
+    // Where the step's latents, rounded once (cuda::launch_round_latents), go
+    // in the workspace (floats from its start); 0: each block of the split
+    // kernel rounds its own (no rounding, or a cache too long to hold so).
+    uint64_t lat_offset = 0;
   };
   explicit CudaMla(Setup s) : s_(s) {}
 
@@ -317,8 +341,24 @@ class CudaMla final : public Kernel {
     const uint8_t* wk = a.weights[0].bytes();
     const uint8_t* wv = s_.split ? a.weights[1].bytes() : wk;
     const float* qf = q.f32();
-    bool prepared = false;  // qcat of the first chunk written, with the store
-    if (s_.store) prepared = store(a, st, qcat, partial + s_.partial_floats, &qf);
+    // The latents every head group and token reads, rounded once after the
+    // store: in the preparation's launch (one decoding token with k_b) or in
+    // one of their own.
+    int8_t* lat_q = nullptr;
+    float* lat_d = nullptr;
+    if (lat_rounded(a)) {
+      lat_q = reinterpret_cast<int8_t*>(ws + s_.lat_offset);
+      lat_d = reinterpret_cast<float*>(lat_q + a.kv->n_ctx * m.r);
+    }
+    bool prepared = false;  // qcat of the first chunk written (and the latents rounded), with the store
+    if (s_.store) prepared = store(a, st, qcat, partial + s_.partial_floats, &qf, lat_q, lat_d);
+    if (lat_q && !prepared) {
+      cuda::AttnArgs at = s_.attn;
+      at.k = a.kv->k;
+      at.pos = st.pos;
+      at.slot = st.slot;
+      cuda::launch_round_latents(at, a.kv->type, q.rows, max_pos(a, 0, q.rows), lat_q, lat_d, a.queue);
+    }
     // A decode token takes the kernels' one-token variants (mla_q_abs_split, mla_out).
     using One = std::integral_constant<int, 1>;
     using Tok = std::integral_constant<int, cuda::kTok>;
@@ -357,6 +397,8 @@ class CudaMla final : public Kernel {
       at.slot = st.slot + t0;
       at.out = olat;
       at.partial = partial;
+      at.lat_q = lat_q;
+      at.lat_d = lat_d;
       split(at, a, t0, nt);
       cuda::launch_attention(at, a.kv->type, true, nt, a.queue);
 
@@ -395,6 +437,8 @@ class CudaMla final : public Kernel {
       split(at, a, t0, std::min(s_.chunk_tokens, a.in[0].rows - t0));
       key = key * 0x100000001B3ull ^ (uint64_t(at.gh) << 48 | uint64_t(at.n_split) << 24 | uint32_t(at.tiles_per_split));
     }
+    // The rounding's grid follows the horizon (launch_round_latents).
+    if (lat_rounded(a)) key = key * 0x100000001B3ull ^ uint64_t(cuda::split_horizon(max_pos(a, 0, a.in[0].rows)));
     return key;
   }
 
@@ -404,7 +448,8 @@ class CudaMla final : public Kernel {
   // that also writes q_abs into qcat: true. Otherwise cuda.rope_mla_store's
   // kernel ropes q into qr (the workspace past the attention's partials) and
   // *q points there: false, q_abs still to come.
-  bool store(const CallArgs& a, const cuda::DeviceStep& st, float* qcat, float* qr, const float** q) const {
+  bool store(const CallArgs& a, const cuda::DeviceStep& st, float* qcat, float* qr, const float** q, int8_t* lat_q,
+             float* lat_d) const {
     const Act &x = a.in[0], &kv_a = a.in[1];
     const cuda::MlaDims& m = s_.m;
     const KvView& kv = *a.kv;
@@ -414,14 +459,20 @@ class CudaMla final : public Kernel {
     cuda::with_cache_type(kv.type, [&](auto ec) {
       using E = decltype(ec);
       const cuda::MlaStore<E> sa = cuda::mla_store_args<E>(kv_a.f32(), kv_a.cols, kv, norm, s_.eps, s_.rope);
-      if (x.rows == 1 && s_.split) {
+      if (prepare_one(a)) {
         const int L = cuda::dot32_lanes(m.dn);  // q_abs's rows a warp: mla_prepare_one
-        const unsigned blocks =
-            unsigned(1 + m.H + cuda::ceil_div(int64_t(m.H) * m.r, cuda::kStoreThreads / 32 * (L ? 32 / L : 1)));
+        const int round_b0 =
+            int(1 + m.H + cuda::ceil_div(int64_t(m.H) * m.r, cuda::kStoreThreads / 32 * (L ? 32 / L : 1)));
+        // The latents' rounding: blocks up to the split's horizon (the grid
+        // changes only every 256 steps), the rows before the token's.
+        const int round_blocks =
+            lat_q ? int(cuda::ceil_div(cuda::split_horizon(a.step->pos[0]) + 1, cuda::kRoundRows)) : 0;
+        const size_t smem = size_t(std::max(m.dr, lat_q ? cuda::kRoundRows * m.r : 0)) * 4;
         cuda::with_type(s_.k_type, [&](auto tc) {
           constexpr GgmlType T = decltype(tc)::value;
-          cuda::launch(cuda::mla_prepare_one<T, E>, blocks, cuda::kStoreThreads, size_t(m.dr) * 4, stream, x.f32(), m,
-                       a.weights[0].bytes(), s_.k_row, s_.k_mat, qcat, s_.rope, sa, st.slot, st.pos);
+          cuda::launch(cuda::mla_prepare_one<T, E>, unsigned(round_b0 + round_blocks), cuda::kStoreThreads, smem,
+                       stream, x.f32(), m, a.weights[0].bytes(), s_.k_row, s_.k_mat, qcat, s_.rope, sa, st.slot,
+                       st.pos, lat_q, lat_d, s_.attn.round_lat, round_b0);
         });
         one = true;
       } else {
@@ -434,10 +485,39 @@ class CudaMla final : public Kernel {
     return one;
   }
 
+  static int max_pos(const CallArgs& a, int64_t t0, int64_t nt) {
+    int p = 0;
+    for (int64_t t = t0; t < t0 + nt; ++t) p = std::max(p, a.step->pos[t]);
+    return p;
+  }
+
+  // Are the step's latents rounded once for all its blocks? When they are
+  // rounded to 8-bit blocks, the workspace holds them, the step's tokens are
+  // one slot's (a decode, a prompt's chunk: several slots keep the rounding in
+  // the split kernel's tiles), and either the preparation's launch takes the
+  // rounding (prepare_one) or at least kRoundOnceMin blocks would round each
+  // tile (tokens x head groups of the first chunk). Below that a launch of its
+  // own costs what it saves (cuda_bench_test, H200, one token: V2-Lite's 4
+  // head groups 24.8 -> 25.1 us at 512 positions, 29.7 -> 30.8 at 2048; V3's
+  // 32 groups 55.4 -> 50.3 at 512, its 8 groups 155 -> 118 at 4096).
+  bool lat_rounded(const CallArgs& a) const {
+    if (s_.lat_offset == 0) return false;
+    for (int64_t t = 1; t < a.step->n_tokens; ++t)
+      if (a.step->slot[t] != a.step->slot[0]) return false;
+    if (prepare_one(a)) return true;  // blocks in a launch there is anyway
+    const int64_t nt = std::min(s_.chunk_tokens, a.in[0].rows);
+    cuda::AttnArgs at = s_.attn;
+    split(at, a, 0, nt);
+    return nt * cuda::ceil_div(s_.m.H, at.gh) >= kRoundOnceMin;
+  }
+
+  // One decoding token with k_b: its rope, cache store and q_abs (and the
+  // latents' rounding) take one launch, mla_prepare_one.
+  bool prepare_one(const CallArgs& a) const { return s_.store && s_.split && a.in[0].rows == 1; }
+
   // Tokens [t0, t0 + nt)'s heads per block and split of the cache.
   void split(cuda::AttnArgs& at, const CallArgs& a, int64_t t0, int64_t nt) const {
-    int max_pos = 0;
-    for (int64_t t = t0; t < t0 + nt; ++t) max_pos = std::max(max_pos, a.step->pos[t]);
+    const int max_pos = CudaMla::max_pos(a, t0, nt);
     // Few tokens (decode): fewer heads a block, so blocks x splits of at least
     // two tiles still fill the GPU twice.
     const int sms = cuda::sm_count(s_.device);
@@ -555,6 +635,15 @@ std::unique_ptr<Kernel> make_mla(const CallSpec& s, std::string* error, bool sto
     st.eps = float(eps);
     st.rope = cuda::rope_args(rope);
     bytes += uint64_t(s.in[0].max_rows) * uint64_t(m.H) * (m.dn + m.dr) * 4;  // q roped, steps of several tokens
+  }
+  // A slot's latents rounded once a step (8-bit blocks: n_ctx rows of r
+  // values, 16-byte aligned, then of r / 32 scales), where that takes at most
+  // kLatScratchBytes of GPU memory. F16 and BF16 roundings are a conversion a
+  // value: their tiles keep rounding in place.
+  const uint64_t lat_bytes = uint64_t(s.kv->n_ctx) * (uint64_t(m.r) / 32 * 4 + uint64_t(m.r));
+  if ((round_lat == 3 || round_lat == 4) && lat_bytes <= kLatScratchBytes) {
+    st.lat_offset = (bytes / 4 + 3) / 4 * 4;
+    bytes = st.lat_offset * 4 + lat_bytes;
   }
   if (!cuda::reserve_workspace(s.device, bytes, error)) return nullptr;
   return std::make_unique<CudaMla>(st);

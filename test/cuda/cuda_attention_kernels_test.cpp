@@ -135,11 +135,63 @@ TEST(CudaKernels, MlaAbsorbedAndDecompressed) {
   }
 }
 
+// A step of one slot has its latents rounded once for all its blocks
+// (cuda::launch_round_latents: Q8_0 and Q8_K blocks); a step of several slots
+// has each tile rounded where it is read. The same token (same cache, q and
+// split of the keys) gets the same bits either way: latents in Q8_0 blocks
+// (v_b or kv_b Q8_0) and Q8_K blocks (Q4_K), a position in the first tile and
+// one far into the cache, and a prompt's chunk (5 tokens).
+TEST(CudaKernels, MlaLatentsRoundedOnceMatchTheTilesOwnRounding) {
+  KT_REQUIRE_GPU();
+  SplitMix64 rng(19);
+  // 32 heads: 8 groups of 4 heads a block or more, so even one token's step
+  // rounds once (CudaMla::lat_rounded asks for 8 blocks a tile).
+  const MlaShape v2{32, 128, 64, 128, 512};
+  struct Case {
+    GgmlType wt;
+    bool split;
+  };
+  int checked = 0;
+  for (const Case k : {Case{GgmlType::Q4_K, true}, Case{GgmlType::Q8_0, true}, Case{GgmlType::Q8_0, false},
+                       Case{GgmlType::Q4_K, false}}) {
+    for (GgmlType cache : {GgmlType::F16, GgmlType::F32}) {
+      for (const auto& [pos, n] : {std::pair{700, 1}, {13, 1}, {600, 5}}) {
+        // Several slots: slot 1's n tokens, then one of slot 0 (tiles rounded in place).
+        StepData both;
+        both.add_run(1, pos, n);
+        both.add_run(0, 300, 1);
+        const Call many = mla_call(v2, true, k.split, k.wt, cache, Rounding::GgmlCpu, both, rng);
+        // One slot: slot 1's tokens and one more of it (as many tokens: the
+        // same heads a block and split of the keys), the same q rows (latents
+        // rounded once).
+        StepData alone;
+        alone.add_run(1, pos, n + 1);
+        Call one = mla_call(v2, true, k.split, k.wt, cache, Rounding::GgmlCpu, alone, rng);
+        one.in[0] = many.in[0];
+        const Outcome a = run_gpu(many), b = run_gpu(one);
+        const std::string what = std::string(type_name(k.wt)) + (k.split ? " k_b/v_b" : " kv_b") + " cache " +
+                                 std::string(type_name(cache)) + ", " + std::to_string(n) + " tokens at " +
+                                 std::to_string(pos);
+        ASSERT_TRUE(a.error.empty() && b.error.empty()) << what << ": " << a.error << b.error;
+        std::vector<float> x = a.out[0].floats(), y = b.out[0].floats();
+        x.resize(size_t(n * v2.h * v2.dv));  // slot 1's first n rows
+        y.resize(x.size());
+        ASSERT_TRUE(all_finite(y) && max_abs(y, std::vector<float>(y.size(), 0.0f)) > 0) << what;
+        EXPECT_EQ(std::memcmp(x.data(), y.data(), x.size() * 4), 0) << what << ": max abs " << max_abs(x, y);
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 24);
+}
+
 // cuda.mla_attention_store (kt-fuse-calls' cuda.rope_mla_store and
 // cuda.mla_attention_absorbed in one call) against the two calls on the GPU:
 // the output and both caches bit for bit. One decoding token with k_b takes the
-// one-launch preparation (rope, store and q_abs side by side); several tokens,
-// and kv_b, take the two kernels.
+// one-launch preparation (rope, store and q_abs side by side, and the latents
+// rounded once: Q8_K blocks for Q4_K / Q6_K v_b, Q8_0 blocks for Q8_0, where
+// the two calls' single token rounds each tile in place); several tokens, and
+// kv_b, take the two kernels.
 TEST(CudaKernels, MlaAttentionStoreMatchesItsTwoCalls) {
   KT_REQUIRE_GPU();
   SplitMix64 rng(17);
@@ -160,7 +212,7 @@ TEST(CudaKernels, MlaAttentionStoreMatchesItsTwoCalls) {
     bool split;
   };
   for (const Case k : {Case{tiny, GgmlType::F32, false}, Case{v2, GgmlType::Q4_K, true},
-                       Case{v2, GgmlType::Q6_K, true}, Case{v2, GgmlType::Q4_K, false}}) {
+                       Case{v2, GgmlType::Q6_K, true}, Case{v2, GgmlType::Q8_0, true}, Case{v2, GgmlType::Q4_K, false}}) {
     for (GgmlType cache : {GgmlType::F32, GgmlType::F16}) {
       for (const StepData& st : steps) {
         const MlaShape& m = k.m;
