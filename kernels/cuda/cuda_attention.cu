@@ -446,12 +446,7 @@ size_t attention_smem(const AttnArgs& a, bool mla) {
 void launch_attention(const AttnArgs& a, GgmlType cache_type, bool mla, int64_t n_tokens, void* stream) {
   if (n_tokens <= 0) return;
   auto s = static_cast<cudaStream_t>(stream);
-  if (cache_type == GgmlType::F16)
-    launch_typed<__half>(a, mla, n_tokens, s);
-  else if (cache_type == GgmlType::BF16)
-    launch_typed<__nv_bfloat16>(a, mla, n_tokens, s);
-  else
-    launch_typed<float>(a, mla, n_tokens, s);
+  with_cache_type(cache_type, [&](auto e) { launch_typed<decltype(e)>(a, mla, n_tokens, s); });
   check_launch(mla ? "cuda mla attention" : "cuda.attention", stream);
   if (a.n_split > 1) {
     const dim3 grid(unsigned(n_tokens * a.n_heads), unsigned(std::min<int64_t>(ceil_div(a.dv, 128), 8)));
@@ -468,17 +463,11 @@ void launch_round_latents(const AttnArgs& a, GgmlType cache_type, int64_t n_toke
   // the split kernel's, stays the same for 256 decode steps.
   const unsigned blocks = unsigned(ceil_div(split_horizon(max_pos) + 1, kRoundRows));
   const size_t smem = size_t(kRoundRows) * size_t(a.dv) * 4;
-  auto go = [&](auto e) {
+  with_cache_type(cache_type, [&](auto e) {
     using E = decltype(e);
     launch(round_latent_rows<E>, blocks, kThreads, smem, s, static_cast<const E*>(a.k), a.n_ctx, a.dv, a.round_lat,
            a.slot, a.pos + (n_tokens - 1), out_q, out_d);
-  };
-  if (cache_type == GgmlType::F16)
-    go(__half{});
-  else if (cache_type == GgmlType::BF16)
-    go(__nv_bfloat16{});
-  else
-    go(float{});
+  });
   check_launch("cuda mla attention (latents rounded)", stream);
 }
 

@@ -1,6 +1,7 @@
 // Device helpers every CUDA kernel file shares: unaligned little-endian loads
 // of ggml block fields, the float roundings of ggml's CPU backend (so GPU
-// kernels compute what kernels/cpu/ops_ref.h defines), warp reductions.
+// kernels compute what kernels/cpu/ops_ref.h defines), warp reductions; and
+// the host's dispatch on a KV cache's element type.
 //
 // Rounding: nvcc contracts a * b + c into one FMA by default; where a CPU
 // reference rounds the product first (x86-64 without -mfma never fuses), the
@@ -13,7 +14,21 @@
 
 #include <cstdint>
 
+#include "kernels/type_traits.h"
+
 namespace kt::cuda {
+
+// f(E{}) with E the element type of a cache of type t: __half (F16),
+// __nv_bfloat16 (BF16), float (anything else: F32).
+template <class F>
+void with_cache_type(GgmlType t, F&& f) {
+  if (t == GgmlType::F16)
+    f(__half{});
+  else if (t == GgmlType::BF16)
+    f(__nv_bfloat16{});
+  else
+    f(float{});
+}
 
 // ---- loads ------------------------------------------------------------------
 

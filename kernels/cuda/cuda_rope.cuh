@@ -118,16 +118,6 @@ __device__ __forceinline__ void mla_store_block(const MlaStore<E>& a, const int3
   for (int64_t i = threadIdx.x; i < dr; i += blockDim.x) store_as(pe + cache_row * dr + i, pe_s[i]);
 }
 
-template <class F>
-void with_cache_type(GgmlType t, F&& f) {
-  if (t == GgmlType::F16)
-    f(__half{});
-  else if (t == GgmlType::BF16)
-    f(__nv_bfloat16{});
-  else
-    f(float{});
-}
-
 // The store of x's rows (cols values each: r latents, then dr rope values)
 // into kv's latent cache, normed by norm.
 template <class E>
