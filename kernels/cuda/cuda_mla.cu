@@ -295,9 +295,10 @@ namespace {
 
 constexpr uint64_t kMlaChunkBytes = 64ull << 20;  // q_abs + o_lat per pass
 // Most GPU memory a layer's latents rounded once a step may take (the
-// workspace, shared by the layers): 576 bytes a position for r = 512, so
-// contexts up to 466k positions.
-constexpr uint64_t kLatScratchBytes = 256ull << 20;
+// workspace, shared by the layers, which the plan's memory check covers only
+// within its 512 MB reserve): 576 bytes a position for r = 512, so contexts
+// up to 116k positions; longer ones keep rounding in the tiles.
+constexpr uint64_t kLatScratchBytes = 64ull << 20;
 // Fewest blocks reading each tile (tokens x head groups) for which a step's
 // latents are rounded once for all of them (CudaMla::lat_rounded).
 constexpr int64_t kRoundOnceMin = 8;
