@@ -58,7 +58,6 @@ struct Layout {
   }
 };
 
-
 // Rows [0, 32) of len values (row stride src_stride elements) into dst rows
 // (stride dst_stride floats), zero past len up to len_pad and for rows >=
 // n_rows. Each thread issues kBatch 16-byte loads before it stores any: a
@@ -115,10 +114,11 @@ __device__ void load_rows(float* dst, int dst_stride, const E* src, int64_t src_
 // MLA's latents of positions [0, *pos_last] of cache slot *slot, rounded once
 // for every block of the split kernel (round_latent_rows_block).
 template <class E>
-__global__ void __launch_bounds__(kThreads) round_latent_rows(const E* __restrict__ cache, int64_t n_ctx, int r,
-                                                              int mode, const int32_t* __restrict__ slot,
-                                                              const int32_t* __restrict__ pos_last,
-                                                              int8_t* __restrict__ out_q, float* __restrict__ out_d) {
+__global__ void __launch_bounds__(kRoundThreads) round_latent_rows(const E* __restrict__ cache, int64_t n_ctx, int r,
+                                                                   int mode, const int32_t* __restrict__ slot,
+                                                                   const int32_t* __restrict__ pos_last,
+                                                                   int8_t* __restrict__ out_q,
+                                                                   float* __restrict__ out_d) {
   wait_for_inputs();
   round_latent_rows_block(cache, n_ctx, r, mode, *slot, int(blockIdx.x) * kRoundRows, *pos_last + 1, out_q, out_d);
 }
@@ -465,7 +465,7 @@ void launch_round_latents(const AttnArgs& a, GgmlType cache_type, int64_t n_toke
   const size_t smem = size_t(kRoundRows) * size_t(a.dv) * 4;
   with_cache_type(cache_type, [&](auto e) {
     using E = decltype(e);
-    launch(round_latent_rows<E>, blocks, kThreads, smem, s, static_cast<const E*>(a.k), a.n_ctx, a.dv, a.round_lat,
+    launch(round_latent_rows<E>, blocks, kRoundThreads, smem, s, static_cast<const E*>(a.k), a.n_ctx, a.dv, a.round_lat,
            a.slot, a.pos + (n_tokens - 1), out_q, out_d);
   });
   check_launch("cuda mla attention (latents rounded)", stream);

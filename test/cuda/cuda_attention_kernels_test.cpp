@@ -211,8 +211,8 @@ TEST(CudaKernels, MlaAttentionStoreMatchesItsTwoCalls) {
     GgmlType wt;
     bool split;
   };
-  for (const Case k : {Case{tiny, GgmlType::F32, false}, Case{v2, GgmlType::Q4_K, true},
-                       Case{v2, GgmlType::Q6_K, true}, Case{v2, GgmlType::Q8_0, true}, Case{v2, GgmlType::Q4_K, false}}) {
+  for (const Case k : {Case{tiny, GgmlType::F32, false}, Case{v2, GgmlType::Q4_K, true}, Case{v2, GgmlType::Q6_K, true},
+                       Case{v2, GgmlType::Q8_0, true}, Case{v2, GgmlType::Q4_K, false}}) {
     for (GgmlType cache : {GgmlType::F32, GgmlType::F16}) {
       for (const StepData& st : steps) {
         const MlaShape& m = k.m;
