@@ -16,6 +16,7 @@
 
 namespace kt::cuda {
 
+// A cache element (float, __half or __nv_bfloat16) as a float.
 template <class E>
 __device__ __forceinline__ float to_f(E v) {
   if constexpr (std::is_same_v<E, float>)
