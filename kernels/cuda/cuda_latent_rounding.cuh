@@ -98,17 +98,10 @@ __device__ void round_latent_rows_block(const E* __restrict__ cache, int64_t n_c
   float* d0 = out_d + int64_t(row0) * (r / 32);
   round_latents(rows, r, r, nr, mode, [&](int j, int c, int n, const int* q, float d) {
     int8_t* qj = q0 + int64_t(j) * r + c;
-    if (n == 1) {
+    if (n == 1)
       qj[0] = int8_t(q[0]);
-    } else {
-      uint32_t lo = 0, hi = 0;
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        lo |= uint32_t(uint8_t(int8_t(q[k]))) << (8 * k);
-        hi |= uint32_t(uint8_t(int8_t(q[k + 4]))) << (8 * k);
-      }
-      *reinterpret_cast<uint2*>(qj) = make_uint2(lo, hi);
-    }
+    else
+      store_q8x8(q, qj);
     if (c % 32 == 0) d0[int64_t(j) * (r / 32) + c / 32] = d;
   });
 }

@@ -53,6 +53,17 @@ __device__ __forceinline__ float round_q8_k_warp(const float v[8], int q[8]) {
   return __fdiv_rn(1.0f, iscale);
 }
 
+// Eight 8-bit values q[0..7] (each in [-128, 127]) to dst (8-byte aligned) as one 8-byte store.
+__device__ __forceinline__ void store_q8x8(const int q[8], int8_t* dst) {
+  uint32_t lo = 0, hi = 0;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    lo |= uint32_t(uint8_t(int8_t(q[k]))) << (8 * k);
+    hi |= uint32_t(uint8_t(int8_t(q[k + 4]))) << (8 * k);
+  }
+  *reinterpret_cast<uint2*>(dst) = make_uint2(lo, hi);
+}
+
 // One activation block of `act` values (32: Q8_0, 256: Q8_K) at xb rounded by
 // the warp into q[0, act) and its scale *d (lane 0 writes it); q 8-byte
 // aligned. What quantize_q8 (a kernel before a product) and add_rms_norm's
@@ -72,13 +83,7 @@ __device__ __forceinline__ void round_block_q8_warp(const float* __restrict__ xb
 #pragma unroll
   for (int k = 0; k < 8; ++k) v[k] = xb[8 * lane + k];
   const float dk = round_q8_k_warp(v, qi);
-  uint32_t lo = 0, hi = 0;
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    lo |= uint32_t(uint8_t(int8_t(qi[k]))) << (8 * k);
-    hi |= uint32_t(uint8_t(int8_t(qi[k + 4]))) << (8 * k);
-  }
-  *reinterpret_cast<uint2*>(q + 8 * lane) = make_uint2(lo, hi);
+  store_q8x8(qi, q + 8 * lane);
   if (lane == 0) *d = dk;
 }
 
