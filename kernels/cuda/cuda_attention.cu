@@ -445,6 +445,11 @@ size_t attention_smem(const AttnArgs& a, bool mla) {
 
 void launch_attention(const AttnArgs& a, GgmlType cache_type, bool mla, int64_t n_tokens, void* stream) {
   if (n_tokens <= 0) return;
+  if (mla && mla_mma_applies(a, n_tokens)) {
+    launch_mla_mma(a, cache_type, n_tokens, stream);
+    check_launch("cuda mla attention (tensor cores)", stream);
+    return;
+  }
   auto s = static_cast<cudaStream_t>(stream);
   with_cache_type(cache_type, [&](auto e) { launch_typed<decltype(e)>(a, mla, n_tokens, s); });
   check_launch(mla ? "cuda mla attention" : "cuda.attention", stream);

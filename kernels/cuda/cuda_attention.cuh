@@ -68,6 +68,17 @@ void launch_attention(const AttnArgs& a, GgmlType cache_type, bool mla, int64_t 
 void launch_round_latents(const AttnArgs& a, GgmlType cache_type, int64_t n_tokens, int max_pos, int8_t* out_q,
                           float* out_d, void* stream);
 
+// MLA's absorbed attention for a prompt's chunk on tensor cores
+// (cuda_mla_mma.cu): the same function as the split kernel, float-accurate
+// (every product exact, float32 sums). Applies to steps of at least 16 tokens
+// of one slot whose latents were rounded once (lat_q), one split of the keys,
+// r 256 or 512, d_rope a multiple of 16 up to 64; KT_CUDA_MLA_MMA=0 turns it
+// off. launch_attention takes it where it applies.
+bool mla_mma_applies(const AttnArgs& a, int64_t n_tokens);
+void launch_mla_mma(const AttnArgs& a, GgmlType cache_type, int64_t n_tokens, void* stream);
+// Launches of it so far in this process (tests: the path they mean to cover ran).
+uint64_t mla_mma_launches();
+
 // Shared memory the kernel needs for these shapes (bytes).
 size_t attention_smem(const AttnArgs& a, bool mla);
 // Heads per block and per thread for dv value columns and `need` heads that

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "kernels/cuda/cuda_attention.cuh"
 #include "test/cuda/cuda_compare.h"
 
 namespace kt::test {
@@ -183,6 +184,51 @@ TEST(CudaKernels, MlaLatentsRoundedOnceMatchTheTilesOwnRounding) {
     }
   }
   EXPECT_EQ(checked, 24);
+}
+
+// A prompt's chunk of one slot takes the attention on tensor cores
+// (cuda_mla_mma.cu): f16 products made exact by splitting the float operand
+// into two halves, float32 sums. Against the CPU reference at the absorbed
+// form's tolerance: Q8_K and Q8_0 latents, kv_b and k_b/v_b, F16, F32 and BF16
+// caches, V2-Lite's 16 heads (blocks of two tokens' rows), V3's 128 (a token's
+// heads over four blocks) and the tiny models' r = 256, d_rope = 32 (a last
+// block part empty); chunks from position 0 and far into the cache; queries
+// scaled by 300 and by 1/300 (the rows' power-of-two scaling into f16's range).
+TEST(CudaKernels, MlaPromptChunksOnTensorCores) {
+  KT_REQUIRE_GPU();
+  SplitMix64 rng(23);
+  int sms = 0;
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  // Enough tokens x head groups for one split of the keys (plan_splits: twice the SMs).
+  const int32_t n16 = 2 * sms + 36;
+  struct Case {
+    MlaShape m;
+    GgmlType wt;
+    bool split;
+    GgmlType cache;
+    int32_t pos, n;
+    float q_scale;
+  };
+  const MlaShape v2{16, 128, 64, 128, 512}, v3{128, 128, 64, 128, 512}, tiny{4, 64, 32, 64, 256};
+  for (const Case k : {Case{v2, GgmlType::Q4_K, false, GgmlType::F16, 0, n16, 1.0f},
+                       Case{v2, GgmlType::Q8_0, true, GgmlType::F32, 1023 - n16, n16, 1.0f},
+                       Case{v3, GgmlType::Q4_K, true, GgmlType::BF16, 500, 40, 1.0f},
+                       Case{tiny, GgmlType::Q4_K, false, GgmlType::F16, 100, n16 + 1, 300.0f},
+                       Case{tiny, GgmlType::Q8_0, false, GgmlType::F32, 7, n16 + 3, 1.0f / 300}}) {
+    StepData st;
+    st.add_run(1, k.pos, k.n);
+    Call c = mla_call(k.m, true, k.split, k.wt, k.cache, Rounding::GgmlCpu, st, rng);
+    std::vector<float> q = c.in[0].floats();
+    for (float& x : q) x *= k.q_scale;
+    c.in[0] = Buf::f32(c.in[0].cols, c.in[0].rows, q);
+    const std::string what = std::string(type_name(k.wt)) + (k.split ? " k_b/v_b" : " kv_b") + " h" +
+                             std::to_string(k.m.h) + " r" + std::to_string(k.m.r) + " cache " +
+                             std::string(type_name(k.cache)) + ", " + std::to_string(k.n) + " tokens at " +
+                             std::to_string(k.pos) + ", q x " + std::to_string(k.q_scale);
+    const uint64_t before = cuda::mla_mma_launches();
+    compare(c, 2e-5, what, "mla_attention_absorbed, tensor cores");
+    EXPECT_GT(cuda::mla_mma_launches(), before) << what << ": the tensor-core path did not run";
+  }
 }
 
 // cuda.mla_attention_store (kt-fuse-calls' cuda.rope_mla_store and
