@@ -72,8 +72,11 @@ void launch_round_latents(const AttnArgs& a, GgmlType cache_type, int64_t n_toke
 // (cuda_mla_mma.cu): the same function as the split kernel, float-accurate
 // (every product exact, float32 sums). Applies to steps of at least 16 tokens
 // of one slot whose latents were rounded once (lat_q), one split of the keys,
-// r 256 or 512, d_rope a multiple of 16 up to 64; KT_CUDA_MLA_MMA=0 turns it
-// off. launch_attention takes it where it applies.
+// r 256 or 512, d_rope a multiple of 16 up to 64. launch_attention takes it
+// where it applies.
+// mla_tensor_cores(): false when KT_CUDA_MLA_MMA=0, which keeps a prompt's MLA
+// (this and cuda_mla_proj.cuh's products) on the CUDA-core kernels.
+bool mla_tensor_cores();
 bool mla_mma_applies(const AttnArgs& a, int64_t n_tokens);
 void launch_mla_mma(const AttnArgs& a, GgmlType cache_type, int64_t n_tokens, void* stream);
 // Launches of it so far in this process (tests: the path they mean to cover ran).

@@ -28,6 +28,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/cuda_latent_rounding.cuh"
 #include "kernels/cuda/cuda_launch.cuh"
+#include "kernels/cuda/cuda_mla_proj.cuh"
 #include "kernels/cuda/cuda_quant.cuh"
 #include "kernels/cuda/cuda_rope.cuh"
 #include "kernels/cuda/cuda_types.cuh"
@@ -367,26 +368,31 @@ class CudaMla final : public Kernel {
       const int64_t nt = std::min(s_.chunk_tokens, q.rows - t0);
       const unsigned tok_blocks = unsigned(cuda::ceil_div(nt, cuda::kTok));
       const float* q_t0 = qf + t0 * q.cols;
-      if (!prepared) cuda::with_type(s_.k_type, [&](auto tc) {
-        constexpr GgmlType T = decltype(tc)::value;
-        if (s_.split) {
-          const dim3 grid(unsigned(cuda::ceil_div(int64_t(m.H) * qc, 4)), tok_blocks);
-          auto go = [&](auto ntc) {
-            cuda::launch(cuda::mla_q_abs_split<T, decltype(ntc)::value>, grid, 128, 0, stream, q_t0, nt, m, wk,
-                         s_.k_row, s_.k_mat, qcat);
-          };
-          const int L = cuda::dot32_lanes(m.dn);
-          if (nt == 1 && L)
-            cuda::launch(cuda::mla_q_abs_one<T>, unsigned(cuda::ceil_div(int64_t(m.H) * qc, 4 * (32 / L))), 128, 0,
-                         stream, q_t0, m, wk, s_.k_row, s_.k_mat, qcat, L);
-          else
-            nt == 1 ? go(One{}) : go(Tok{});
-        } else {
-          const dim3 grid(unsigned(cuda::ceil_div(qc, 128)), unsigned(m.H), tok_blocks);
-          cuda::launch(cuda::mla_q_abs<T>, grid, dim3(128, cuda::kQabsSplit), 0, stream, q_t0, nt, m, wk, s_.k_row,
-                       qcat);
-        }
-      });
+      const cuda::ProjArgs qp = q_abs_args(q_t0, nt, q.cols, wk, qcat);
+      if (!prepared && cuda::mla_proj_applies(qp)) {
+        cuda::launch_mla_proj(qp, s_.k_type, m.H, stream);
+      } else if (!prepared) {
+        cuda::with_type(s_.k_type, [&](auto tc) {
+          constexpr GgmlType T = decltype(tc)::value;
+          if (s_.split) {
+            const dim3 grid(unsigned(cuda::ceil_div(int64_t(m.H) * qc, 4)), tok_blocks);
+            auto go = [&](auto ntc) {
+              cuda::launch(cuda::mla_q_abs_split<T, decltype(ntc)::value>, grid, 128, 0, stream, q_t0, nt, m, wk,
+                           s_.k_row, s_.k_mat, qcat);
+            };
+            const int L = cuda::dot32_lanes(m.dn);
+            if (nt == 1 && L)
+              cuda::launch(cuda::mla_q_abs_one<T>, unsigned(cuda::ceil_div(int64_t(m.H) * qc, 4 * (32 / L))), 128, 0,
+                           stream, q_t0, m, wk, s_.k_row, s_.k_mat, qcat, L);
+            else
+              nt == 1 ? go(One{}) : go(Tok{});
+          } else {
+            const dim3 grid(unsigned(cuda::ceil_div(qc, 128)), unsigned(m.H), tok_blocks);
+            cuda::launch(cuda::mla_q_abs<T>, grid, dim3(128, cuda::kQabsSplit), 0, stream, q_t0, nt, m, wk, s_.k_row,
+                         qcat);
+          }
+        });
+      }
       prepared = false;
       cuda::check_launch("cuda mla (q_abs)", a.queue);
 
@@ -403,28 +409,33 @@ class CudaMla final : public Kernel {
       split(at, a, t0, nt);
       cuda::launch_attention(at, a.kv->type, true, nt, a.queue);
 
-      cuda::with_type(s_.v_type, [&](auto tc) {
-        constexpr GgmlType T = decltype(tc)::value;
-        const dim3 grid(unsigned(cuda::ceil_div(int64_t(m.H) * m.dv, 4)), tok_blocks);
-        auto go = [&](auto split, auto ntc) {
-          cuda::launch(cuda::mla_out<T, decltype(split)::value, decltype(ntc)::value>, grid, 128, 0, stream, olat, nt,
-                       m, wv, s_.v_row, s_.v_mat, y.row(t0), y.cols);
-        };
-        const int L = cuda::dot32_lanes(m.r);
-        if (nt == 1 && L) {
-          const unsigned blocks = unsigned(cuda::ceil_div(int64_t(m.H) * m.dv, 4 * (32 / L)));
-          if (s_.split)
-            cuda::launch(cuda::mla_out_one<T, true>, blocks, 128, 0, stream, olat, m, wv, s_.v_row, s_.v_mat,
-                         y.row(t0), L);
-          else
-            cuda::launch(cuda::mla_out_one<T, false>, blocks, 128, 0, stream, olat, m, wv, s_.v_row, s_.v_mat,
-                         y.row(t0), L);
-        } else if (s_.split) {
-          nt == 1 ? go(std::true_type{}, One{}) : go(std::true_type{}, Tok{});
-        } else {
-          nt == 1 ? go(std::false_type{}, One{}) : go(std::false_type{}, Tok{});
-        }
-      });
+      const cuda::ProjArgs vp = w_v_args(olat, nt, wv, y.row(t0), y.cols);
+      if (cuda::mla_proj_applies(vp)) {
+        cuda::launch_mla_proj(vp, s_.v_type, m.H, stream);
+      } else {
+        cuda::with_type(s_.v_type, [&](auto tc) {
+          constexpr GgmlType T = decltype(tc)::value;
+          const dim3 grid(unsigned(cuda::ceil_div(int64_t(m.H) * m.dv, 4)), tok_blocks);
+          auto go = [&](auto split, auto ntc) {
+            cuda::launch(cuda::mla_out<T, decltype(split)::value, decltype(ntc)::value>, grid, 128, 0, stream, olat, nt,
+                         m, wv, s_.v_row, s_.v_mat, y.row(t0), y.cols);
+          };
+          const int L = cuda::dot32_lanes(m.r);
+          if (nt == 1 && L) {
+            const unsigned blocks = unsigned(cuda::ceil_div(int64_t(m.H) * m.dv, 4 * (32 / L)));
+            if (s_.split)
+              cuda::launch(cuda::mla_out_one<T, true>, blocks, 128, 0, stream, olat, m, wv, s_.v_row, s_.v_mat,
+                           y.row(t0), L);
+            else
+              cuda::launch(cuda::mla_out_one<T, false>, blocks, 128, 0, stream, olat, m, wv, s_.v_row, s_.v_mat,
+                           y.row(t0), L);
+          } else if (s_.split) {
+            nt == 1 ? go(std::true_type{}, One{}) : go(std::true_type{}, Tok{});
+          } else {
+            nt == 1 ? go(std::false_type{}, One{}) : go(std::false_type{}, Tok{});
+          }
+        });
+      }
       cuda::check_launch("cuda mla (W_V)", a.queue);
     }
   }
@@ -484,6 +495,48 @@ class CudaMla final : public Kernel {
     });
     cuda::check_launch("cuda mla (rope and cache store)", a.queue);
     return one;
+  }
+
+  // Step 1 (q_abs, and q_pe beside it in qcat) as the tensor-core products
+  // take it: q's rows of q_cols values (a head's d_nope then d_rope).
+  cuda::ProjArgs q_abs_args(const float* q, int64_t nt, int64_t q_cols, const uint8_t* wk, float* qcat) const {
+    const cuda::MlaDims& m = s_.m;
+    cuda::ProjArgs p;
+    p.x = q;
+    p.x_stride = q_cols;
+    p.x_head_stride = m.dn + m.dr;
+    p.K = m.dn;
+    p.N = m.r;
+    p.w = wk;
+    p.row_bytes = s_.k_row;
+    // k_b: row (c, h) holds W_K_h[.][c]; kv_b: head h's rows j hold W_K_h[j][.].
+    p.mat_bytes = s_.split ? s_.k_mat : uint64_t(m.dn + m.dv) * s_.k_row;
+    p.kn = !s_.split;
+    p.y = qcat;
+    p.y_stride = int64_t(m.H) * (m.r + m.dr);
+    p.y_head_stride = m.r + m.dr;
+    p.copy_tail = m.dr;
+    p.n_tokens = nt;
+    return p;
+  }
+  // Step 3 (out = W_V_h o_lat) the same way: v_b's row (i, h), or kv_b's row
+  // h (d_nope + d_v) + d_nope + i, holds W_V_h[i][.].
+  cuda::ProjArgs w_v_args(const float* olat, int64_t nt, const uint8_t* wv, float* out, int64_t out_cols) const {
+    const cuda::MlaDims& m = s_.m;
+    cuda::ProjArgs p;
+    p.x = olat;
+    p.x_stride = int64_t(m.H) * m.r;
+    p.x_head_stride = m.r;
+    p.K = m.r;
+    p.N = m.dv;
+    p.row_bytes = s_.v_row;
+    p.w = s_.split ? wv : wv + uint64_t(m.dn) * s_.v_row;
+    p.mat_bytes = s_.split ? s_.v_mat : uint64_t(m.dn + m.dv) * s_.v_row;
+    p.y = out;
+    p.y_stride = out_cols;
+    p.y_head_stride = m.dv;
+    p.n_tokens = nt;
+    return p;
   }
 
   static int max_pos(const CallArgs& a, int64_t t0, int64_t nt) {

@@ -33,6 +33,7 @@
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_latent_rounding.cuh"
 #include "kernels/cuda/cuda_launch.cuh"
+#include "kernels/cuda/cuda_mma.cuh"
 
 namespace kt::cuda {
 
@@ -80,60 +81,6 @@ struct MmaLayout {
     total = o;
   }
 };
-
-// ---- tensor-core fragments ----------------------------------------------------------
-
-__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const __half* p) {
-  const uint32_t a = uint32_t(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
-}
-__device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], const __half* p) {
-  const uint32_t a = uint32_t(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
-}
-// d += a b: a 16x16 (row-major fragment), b 16x8, d 16x8 float.
-__device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ uint32_t h2_bits(__half2 h) {
-  uint32_t u;
-  memcpy(&u, &h, 4);
-  return u;
-}
-__device__ __forceinline__ __half2 bits_h2(uint32_t u) {
-  __half2 h;
-  memcpy(&h, &u, 4);
-  return h;
-}
-// x and y (|.| < 2^15) as f16 pairs hi + lo: 22 significant bits.
-__device__ __forceinline__ void split2(float x, float y, uint32_t& hi, uint32_t& lo) {
-  const __half2 h = __floats2half2_rn(x, y);
-  const float2 f = __half22float2(h);
-  hi = h2_bits(h);
-  lo = h2_bits(__floats2half2_rn(x - f.x, y - f.y));
-}
-// Four int8 values (a little-endian word) as two f16 pairs, exactly: byte b
-// biased to b + 128 becomes the low mantissa bits of 1024 + (b + 128).
-__device__ __forceinline__ void i8x4_to_h2(uint32_t w, uint32_t& h01, uint32_t& h23) {
-  const uint32_t u = w ^ 0x80808080u;
-  const __half2 bias = __floats2half2_rn(1152.0f, 1152.0f);
-  h01 = h2_bits(__hsub2(bits_h2(__byte_perm(u, 0x64646464u, 0x4140)), bias));
-  h23 = h2_bits(__hsub2(bits_h2(__byte_perm(u, 0x64646464u, 0x4342)), bias));
-}
-
-// 2^e for a row whose largest magnitude is mx: the row's largest value lands in
-// [2^top, 2^(top + 1)); 0 stays 1. Clamped so that 2^e and 2^-e are normal floats.
-__device__ __forceinline__ int scale_exp(float mx, int top) {
-  return mx > 0.0f ? max(-100, min(100, top - ilogbf(mx))) : 0;
-}
 
 template <class E, int NBW>
 __global__ void __launch_bounds__(kMmaThreads, 1) mla_attn_mma(AttnArgs a, int64_t n_rows) {
@@ -414,7 +361,8 @@ __global__ void __launch_bounds__(kMmaThreads, 1) mla_attn_mma(AttnArgs a, int64
           const float2 x00 = *reinterpret_cast<const float2*>(p0 + kk), x10 = *reinterpret_cast<const float2*>(p1 + kk);
           const float2 x01 = *reinterpret_cast<const float2*>(p0 + kk + 8);
           const float2 x11 = *reinterpret_cast<const float2*>(p1 + kk + 8);
-          const float2 d0 = *reinterpret_cast<const float2*>(db + kk), d1 = *reinterpret_cast<const float2*>(db + kk + 8);
+          const float2 d0 = *reinterpret_cast<const float2*>(db + kk);
+          const float2 d1 = *reinterpret_cast<const float2*>(db + kk + 8);
           uint32_t ah[4], al[4];
           split2(x00.x * d0.x, x00.y * d0.y, ah[0], al[0]);
           split2(x10.x * d0.x, x10.y * d0.y, ah[1], al[1]);
@@ -476,7 +424,9 @@ void launch_typed(const AttnArgs& a, int64_t n_tokens, cudaStream_t s) {
   launch(mla_attn_mma<E, NBW>, unsigned(ceil_div(n_rows, kRows)), kMmaThreads, smem, s, a, n_rows);
 }
 
-bool enabled() {
+}  // namespace
+
+bool mla_tensor_cores() {
   static const bool on = [] {
     const char* v = std::getenv("KT_CUDA_MLA_MMA");
     return !(v && std::strcmp(v, "0") == 0);
@@ -484,11 +434,9 @@ bool enabled() {
   return on;
 }
 
-}  // namespace
-
 bool mla_mma_applies(const AttnArgs& a, int64_t n_tokens) {
   const int dr = a.dk - a.dv;
-  if (!enabled() || !a.lat_q || !a.lat_d || a.n_split != 1 || n_tokens < kMinTokens) return false;
+  if (!mla_tensor_cores() || !a.lat_q || !a.lat_d || a.n_split != 1 || n_tokens < kMinTokens) return false;
   if ((a.dv != 256 && a.dv != 512) || dr < 16 || dr > kMaxDr || dr % 16 != 0) return false;
   // Float4 query loads and float2 output stores.
   if ((reinterpret_cast<uintptr_t>(a.q) & 15) || a.q_stride % 4 || a.q_head_stride % 4) return false;

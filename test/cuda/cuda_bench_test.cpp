@@ -421,6 +421,98 @@ TEST(CudaBench, D_DecodeAttentionAtContext4096) {
   cudaStreamDestroy(s);
 }
 
+// MLA's attention step alone for a prompt's chunk of n tokens at positions
+// [pos0, pos0 + n) of one slot: the latents rounded once (Q8_K blocks), then
+// launch_attention (the tensor-core kernel where it applies, else split-K).
+double time_mla_prompt_attention(int h, int r, int dr, int n, int pos0, cudaStream_t s, bool* mma) {
+  SplitMix64 rng(11);
+  DevMem mem;
+  const int ctx = pos0 + n;
+  const std::vector<float> q = random_floats(size_t(n) * h * (r + dr), rng);
+  const Kv kv = random_kv(kern::KvView::Kind::MlaLatent, GgmlType::F16, 1, ctx, 1, r, dr, 12);
+  std::vector<int32_t> pos(static_cast<size_t>(n)), slot(static_cast<size_t>(n), 0);
+  for (int t = 0; t < n; ++t) pos[size_t(t)] = pos0 + t;
+  cuda::AttnArgs a;
+  a.q = static_cast<const float*>(mem.put(q.data(), q.size() * 4));
+  a.q_stride = int64_t(h) * (r + dr);
+  a.q_head_stride = r + dr;
+  a.dk = r + dr;
+  a.dv = r;
+  a.n_heads = h;
+  a.group = h;
+  a.gh = cuda::attention_heads_per_block(r, h, false);
+  a.scale = 0.1f;
+  a.k = mem.put(kv.k.data(), kv.k.size());
+  a.v = mem.put(kv.v.data(), kv.v.size());
+  a.k_cols = r;
+  a.v_cols = dr;
+  a.n_ctx = ctx;
+  a.vec = true;
+  a.round_lat = 4;
+  a.pos = static_cast<const int32_t*>(mem.put(pos.data(), pos.size() * 4));
+  a.slot = static_cast<const int32_t*>(mem.put(slot.data(), slot.size() * 4));
+  a.out = static_cast<float*>(mem.put(nullptr, size_t(n) * h * r * 4));
+  a.out_stride = int64_t(h) * r;
+  a.out_head_stride = r;
+  const int sms = cuda::sm_count(0);
+  const uint64_t bound = cuda::partial_floats_bound(h, a.gh, r, sms);
+  a.partial = static_cast<float*>(mem.put(nullptr, bound * 4));
+  cuda::plan_splits(a, n, ctx - 1, sms, bound);
+  auto* lat_q = static_cast<int8_t*>(mem.put(nullptr, size_t(ctx) * r));
+  auto* lat_d = static_cast<float*>(mem.put(nullptr, size_t(ctx) * (r / 32) * 4));
+  cuda::launch_round_latents(a, GgmlType::F16, n, ctx - 1, lat_q, lat_d, s);
+  a.lat_q = lat_q;
+  a.lat_d = lat_d;
+  *mma = cuda::mla_mma_applies(a, n);
+  const double ms = time_ms(s, [&](int) { cuda::launch_attention(a, GgmlType::F16, true, n, s); }, 5, 5);
+  cudaStreamSynchronize(s);
+  return ms;
+}
+
+// A prompt's chunk through MLA (q_abs, attention, W_V) far into a 2048-token
+// prompt: V2-Lite's 512-token steps, V3's 120-token passes (cuda_mla.cu's 64 MB
+// of q_abs and latent outputs). The attention step's float operations against
+// its time (KT_CUDA_MLA_MMA=0: the split kernel on CUDA cores).
+TEST(CudaBench, G_PromptChunkMla) {
+  KT_REQUIRE_GPU();
+  cudaStream_t s;
+  cudaStreamCreate(&s);
+  SplitMix64 rng(5);
+  table() << "\nMLA, a prompt's chunk ending at position 2047, F16 cache, k_b/v_b (ms; attention TFLOP/s)\n";
+  struct M {
+    const char* what;
+    int h, dn, dr, dv, r, n;
+  };
+  for (const M m : {M{"V2-Lite (16 heads), 512 tokens", 16, 128, 64, 128, 512, 512},
+                    M{"V3 (128 heads), 120 tokens   ", 128, 128, 64, 128, 512, 120}}) {
+    const int ctx = 2048, pos0 = ctx - m.n;
+    Call c;
+    c.op = "mla_attention_absorbed";
+    c.kv = std::make_unique<Kv>(random_kv(kern::KvView::Kind::MlaLatent, GgmlType::F16, 1, ctx, 1, m.r, m.dr, 4));
+    c.step.add_run(0, pos0, m.n);
+    c.in.push_back(Buf::f32(int64_t(m.h) * (m.dn + m.dr), m.n, random_floats(size_t(m.h * (m.dn + m.dr) * m.n), rng)));
+    c.out.push_back(Buf::f32(int64_t(m.h) * m.dv, m.n));
+    c.weights.push_back(Weight::random("k_b", GgmlType::Q5_0, m.dn, m.r, m.h, 5));
+    c.weights.push_back(Weight::random("v_b", GgmlType::Q4_K, m.r, m.dv, m.h, 6));
+    c.param("n_heads", m.h);
+    c.param("d_nope", m.dn);
+    c.param("d_rope", m.dr);
+    c.param("d_v", m.dv);
+    c.param("kv_lora_rank", m.r);
+    c.paramf("kq_scale", 0.1);
+    const double call = time_call(c, s, 5);
+    bool mma = false;
+    const double att = time_mla_prompt_attention(m.h, m.r, m.dr, m.n, pos0, s, &mma);
+    double flop = 0;
+    for (int t = 0; t < m.n; ++t) flop += 2.0 * (pos0 + t + 1) * m.h * (2 * m.r + m.dr);
+    char line[240];
+    std::snprintf(line, sizeof line, "  %s  call %7.3f ms, attention %7.3f ms (%s: %5.1f TFLOP/s)\n", m.what, call,
+                  att, mma ? "tensor cores" : "split-K", flop / (att * 1e-3) / 1e12);
+    table() << line;
+  }
+  cudaStreamDestroy(s);
+}
+
 // The GPU's part of one hybrid V2-Lite decode layer, kernel by kernel, each
 // launched back to back (so a kernel shorter than a launch shows the launch
 // rate): what the chain between two CPU expert calls is made of.
