@@ -58,6 +58,10 @@ class Lowering {
     // block's GPU from host memory (cuda.moe_experts streamed=1).
     bool streamed = false;
     int64_t streamed_calls = 0;
+    // Routed-expert calls lowered in the phase on a GPU (resident) and on the
+    // CPU (not streamed): prefill.long also serves a plan whose routed experts
+    // all live on GPUs, whose longer steps read each weight once for more tokens.
+    int64_t gpu_expert_calls = 0, cpu_expert_calls = 0;
   };
 
   std::string device_of(ModuleInterface m) const {

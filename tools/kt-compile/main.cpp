@@ -48,8 +48,8 @@ static cl::opt<int64_t> prefill_len("prefill-len", cl::init(512),
                                     cl::desc("prompt tokens per prefill, for arithmetic intensity"));
 static cl::opt<int64_t> ubatch("ubatch", cl::init(512), cl::desc("prompt tokens per prefill step"));
 static cl::opt<int64_t> ubatch_long("ubatch-long", cl::init(2048),
-                                    cl::desc("prompt tokens per prefill step that streams experts to the GPU "
-                                             "(--stream-experts; at most --ctx): they cross PCIe once per step"));
+                                    cl::desc("prompt tokens per step of a long prompt (prefill.long; at most --ctx): "
+                                             "streamed experts cross PCIe, GPU-resident weights are read, once a step"));
 static cl::opt<int64_t> max_batch("max-batch", cl::init(32),
                                   cl::desc("tokens per decode step, all sequences together (kt-serve --parallel)"));
 static cl::opt<std::string> kv_type("kv-type", cl::init("f16"), cl::value_desc("f16|bf16|f32"),
@@ -73,7 +73,8 @@ static cl::opt<std::string> stream_experts(
     "stream-experts", cl::init("auto"), cl::value_desc("auto|off|N"),
     cl::desc("prefill steps of at least N tokens compute the routed experts placed on the CPU on the GPU, "
              "copying their weights over each step (a second prefill phase); auto: from the length where "
-             "the copies cost less than the CPU's GEMMs; off: never"));
+             "the copies cost less than the CPU's GEMMs; off: never. A plan whose routed experts all live on "
+             "GPUs keeps the phase for its longer steps (auto: past --ubatch)"));
 static cl::opt<int64_t> split_experts_test("split-experts-test", cl::init(0), cl::Hidden, cl::value_desc("SEED"),
                                            cl::desc("tests: split every CPU experts op, a random half held by a "
                                                     "second CPU call (the hot-expert split without a GPU)"));
