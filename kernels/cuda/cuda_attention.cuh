@@ -75,7 +75,7 @@ void launch_round_latents(const AttnArgs& a, GgmlType cache_type, int64_t n_toke
 // r 256 or 512, d_rope a multiple of 16 up to 64. launch_attention takes it
 // where it applies.
 // mla_tensor_cores(): false when KT_CUDA_MLA_MMA=0, which keeps a prompt's MLA
-// (this and cuda_mla_proj.cuh's products) on the CUDA-core kernels.
+// (this and cuda_mla.cu's q_abs and W_V products) on the CUDA-core kernels.
 bool mla_tensor_cores();
 bool mla_mma_applies(const AttnArgs& a, int64_t n_tokens);
 void launch_mla_mma(const AttnArgs& a, GgmlType cache_type, int64_t n_tokens, void* stream);

@@ -12,6 +12,7 @@
 #include "kernels/cuda/cuda_matmul_tiles.cuh"
 #include "kernels/cuda/cuda_quant.cuh"
 #include "kernels/cuda/cuda_rounding.cuh"
+#include "kernels/cuda/cuda_split_gemm.cuh"
 #include "kernels/cuda/cuda_types.cuh"
 #include "kernels/kernel_bind.h"
 
@@ -392,18 +393,41 @@ bool MatmulOp::use_tiles(int64_t rows, Path path) const {
   return rows > kVectorRows;
 }
 
+bool MatmulOp::use_split(int64_t rows, Path path) const {
+  // Its blocks are 64 rows x 128 outputs, each walking the whole n_in: with
+  // few of them the float kernel wins. H200 (cuda_bench_test H), float ->
+  // split: 2048x64 at 2048 rows 112 -> 158 us, 7168x256 at 512 rows 372 -> 770,
+  // at 2048 rows 2452 -> 804, 2048x1408 at 512 rows 535 -> 226; from
+  // rows x n_out = 2^18 it wins every case measured.
+  return path != Path::Vector && !int8_path() && (type_ == GgmlType::F32 || rounding_ == kern::Rounding::Exact) &&
+         rows >= kSplitGemmMinRows && rows * n_out_ >= (int64_t(1) << 18);
+}
+
 std::string_view MatmulOp::impl(int64_t rows) const {
   if (use_tiles(rows, Path::Auto)) return type_ == GgmlType::BF16 ? "wmma-bf16" : "wmma-fp16";
+  if (use_split(rows, Path::Auto)) return "split-f16";
   return int8_path() ? "int8-dp4a" : "float";
 }
 
 void MatmulOp::run(const float* x, int64_t ldx, int64_t rows, float* y, int64_t ldy, const float* bias,
                    void* scratch, void* queue, Path path, const RoundedRows* pre) const {
   if (rows <= 0) return;
-  if (use_tiles(rows, path))
-    run_tiles(x, ldx, rows, y, ldy, bias, scratch, queue);
-  else
-    run_vector(x, ldx, rows, y, ldy, bias, nullptr, 0, 1, scratch, queue, pre);
+  if (use_tiles(rows, path)) return run_tiles(x, ldx, rows, y, ldy, bias, scratch, queue);
+  if (use_split(rows, path)) {
+    SplitGemmArgs p;
+    p.x = x;
+    p.x_stride = ldx;
+    p.w = w_;
+    p.row_bytes = row_bytes_;
+    p.K = int(n_in_);
+    p.N = int(n_out_);
+    p.y = y;
+    p.y_stride = ldy;
+    p.bias = bias;
+    p.n_rows = rows;
+    if (split_gemm_applies(p)) return launch_split_gemm(p, type_, 1, queue);
+  }
+  run_vector(x, ldx, rows, y, ldy, bias, nullptr, 0, 1, scratch, queue, pre);
 }
 
 bool MatmulOp::takes(const RoundedRows& pre) const {

@@ -120,6 +120,11 @@ class MatmulOp {
  private:
   bool int8_path() const;
   bool use_tiles(int64_t rows, Path path) const;
+  // The float path's products from kSplitGemmMinRows rows on tensor cores
+  // (cuda_split_gemm.cuh: float-accurate), where the float path keeps float
+  // activations (F32 weights, Rounding::Exact): the router's logits over a
+  // prompt, F32 models.
+  bool use_split(int64_t rows, Path path) const;
   void run_vector(const float* x, int64_t ldx, int64_t rows, float* y, int64_t ldy, const float* bias,
                   const int32_t* ids, int64_t n_pairs, int64_t x_div, void* scratch, void* queue,
                   const RoundedRows* pre = nullptr) const;

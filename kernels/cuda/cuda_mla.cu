@@ -28,7 +28,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/cuda_latent_rounding.cuh"
 #include "kernels/cuda/cuda_launch.cuh"
-#include "kernels/cuda/cuda_mla_proj.cuh"
+#include "kernels/cuda/cuda_split_gemm.cuh"
 #include "kernels/cuda/cuda_quant.cuh"
 #include "kernels/cuda/cuda_rope.cuh"
 #include "kernels/cuda/cuda_types.cuh"
@@ -368,9 +368,9 @@ class CudaMla final : public Kernel {
       const int64_t nt = std::min(s_.chunk_tokens, q.rows - t0);
       const unsigned tok_blocks = unsigned(cuda::ceil_div(nt, cuda::kTok));
       const float* q_t0 = qf + t0 * q.cols;
-      const cuda::ProjArgs qp = q_abs_args(q_t0, nt, q.cols, wk, qcat);
-      if (!prepared && cuda::mla_proj_applies(qp)) {
-        cuda::launch_mla_proj(qp, s_.k_type, m.H, stream);
+      const cuda::SplitGemmArgs qp = q_abs_args(q_t0, nt, q.cols, wk, qcat);
+      if (!prepared && prompt_gemm(qp)) {
+        cuda::launch_split_gemm(qp, s_.k_type, m.H, stream);
       } else if (!prepared) {
         cuda::with_type(s_.k_type, [&](auto tc) {
           constexpr GgmlType T = decltype(tc)::value;
@@ -409,9 +409,9 @@ class CudaMla final : public Kernel {
       split(at, a, t0, nt);
       cuda::launch_attention(at, a.kv->type, true, nt, a.queue);
 
-      const cuda::ProjArgs vp = w_v_args(olat, nt, wv, y.row(t0), y.cols);
-      if (cuda::mla_proj_applies(vp)) {
-        cuda::launch_mla_proj(vp, s_.v_type, m.H, stream);
+      const cuda::SplitGemmArgs vp = w_v_args(olat, nt, wv, y.row(t0), y.cols);
+      if (prompt_gemm(vp)) {
+        cuda::launch_split_gemm(vp, s_.v_type, m.H, stream);
       } else {
         cuda::with_type(s_.v_type, [&](auto tc) {
           constexpr GgmlType T = decltype(tc)::value;
@@ -497,11 +497,16 @@ class CudaMla final : public Kernel {
     return one;
   }
 
+  // A prompt's chunk takes steps 1 and 3 on tensor cores (cuda_split_gemm.cuh)
+  // unless KT_CUDA_MLA_MMA=0.
+  static bool prompt_gemm(const cuda::SplitGemmArgs& p) {
+    return cuda::mla_tensor_cores() && cuda::split_gemm_applies(p);
+  }
   // Step 1 (q_abs, and q_pe beside it in qcat) as the tensor-core products
   // take it: q's rows of q_cols values (a head's d_nope then d_rope).
-  cuda::ProjArgs q_abs_args(const float* q, int64_t nt, int64_t q_cols, const uint8_t* wk, float* qcat) const {
+  cuda::SplitGemmArgs q_abs_args(const float* q, int64_t nt, int64_t q_cols, const uint8_t* wk, float* qcat) const {
     const cuda::MlaDims& m = s_.m;
-    cuda::ProjArgs p;
+    cuda::SplitGemmArgs p;
     p.x = q;
     p.x_stride = q_cols;
     p.x_head_stride = m.dn + m.dr;
@@ -516,14 +521,14 @@ class CudaMla final : public Kernel {
     p.y_stride = int64_t(m.H) * (m.r + m.dr);
     p.y_head_stride = m.r + m.dr;
     p.copy_tail = m.dr;
-    p.n_tokens = nt;
+    p.n_rows = nt;
     return p;
   }
   // Step 3 (out = W_V_h o_lat) the same way: v_b's row (i, h), or kv_b's row
   // h (d_nope + d_v) + d_nope + i, holds W_V_h[i][.].
-  cuda::ProjArgs w_v_args(const float* olat, int64_t nt, const uint8_t* wv, float* out, int64_t out_cols) const {
+  cuda::SplitGemmArgs w_v_args(const float* olat, int64_t nt, const uint8_t* wv, float* out, int64_t out_cols) const {
     const cuda::MlaDims& m = s_.m;
-    cuda::ProjArgs p;
+    cuda::SplitGemmArgs p;
     p.x = olat;
     p.x_stride = int64_t(m.H) * m.r;
     p.x_head_stride = m.r;
@@ -535,7 +540,7 @@ class CudaMla final : public Kernel {
     p.y = out;
     p.y_stride = out_cols;
     p.y_head_stride = m.dv;
-    p.n_tokens = nt;
+    p.n_rows = nt;
     return p;
   }
 

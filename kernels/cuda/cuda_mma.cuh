@@ -1,5 +1,5 @@
 // Tensor-core fragments for float-accurate products (cuda_mla_mma.cu,
-// cuda_mla_proj.cu): mma.sync m16n8k16 with f16 operands and f32
+// cuda_split_gemm.cu): mma.sync m16n8k16 with f16 operands and f32
 // accumulation, ldmatrix loads of its fragments from shared memory, and the
 // split of a float into two f16 halves (22 significant bits) that makes each
 // product of a split value with an exact f16 value exact in the accumulator.
@@ -14,13 +14,13 @@
 
 namespace kt::cuda {
 
-__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const __half *p) {
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const __half* p) {
   const uint32_t a = uint32_t(__cvta_generic_to_shared(p));
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(a));
 }
-__device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], const __half *p) {
+__device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], const __half* p) {
   const uint32_t a = uint32_t(__cvta_generic_to_shared(p));
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
@@ -46,7 +46,7 @@ __device__ __forceinline__ __half2 bits_h2(uint32_t u) {
   return h;
 }
 // x and y (|.| < 2^15) as f16 pairs hi + lo: 22 significant bits.
-__device__ __forceinline__ void split2(float x, float y, uint32_t &hi, uint32_t &lo) {
+__device__ __forceinline__ void split2(float x, float y, uint32_t& hi, uint32_t& lo) {
   const __half2 h = __floats2half2_rn(x, y);
   const float2 f = __half22float2(h);
   hi = h2_bits(h);
@@ -54,7 +54,7 @@ __device__ __forceinline__ void split2(float x, float y, uint32_t &hi, uint32_t 
 }
 // Four int8 values (a little-endian word) as two f16 pairs, exactly: byte b
 // biased to b + 128 becomes the low mantissa bits of 1024 + (b + 128).
-__device__ __forceinline__ void i8x4_to_h2(uint32_t w, uint32_t &h01, uint32_t &h23) {
+__device__ __forceinline__ void i8x4_to_h2(uint32_t w, uint32_t& h01, uint32_t& h23) {
   const uint32_t u = w ^ 0x80808080u;
   const __half2 bias = __floats2half2_rn(1152.0f, 1152.0f);
   h01 = h2_bits(__hsub2(bits_h2(__byte_perm(u, 0x64646464u, 0x4140)), bias));

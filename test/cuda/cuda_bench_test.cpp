@@ -513,6 +513,46 @@ TEST(CudaBench, G_PromptChunkMla) {
   cudaStreamDestroy(s);
 }
 
+// MatmulOp's float path over a prompt (F32 weights: the router's logits):
+// the float matrix-vector kernel (Path::Vector) against the tensor-core
+// products it takes from 16 rows (cuda_split_gemm.cuh).
+TEST(CudaBench, H_FloatPathOverAPrompt) {
+  KT_REQUIRE_GPU();
+  cudaStream_t s;
+  cudaStreamCreate(&s);
+  SplitMix64 rng(6);
+  table() << "\nF32 weights over a prompt: float vector path vs split-f16 tensor cores (us; TFLOP/s)\n";
+  struct M {
+    const char* what;
+    int64_t n_in, n_out;
+  };
+  for (const M m : {M{"router V2-Lite 2048x64  ", 2048, 64}, M{"router V3 7168x256     ", 7168, 256},
+                    M{"dense 2048x1408        ", 2048, 1408}}) {
+    const Weight w = Weight::random("w", GgmlType::F32, m.n_in, m.n_out, 1, 9);
+    DevMem mem;
+    void* dev = mem.put(w.bytes.data(), w.bytes.size());
+    cuda::MatmulOp op;
+    std::string e;
+    ASSERT_TRUE(op.init(w.view(dev), 2048, kern::Rounding::GgmlCpu, &e)) << e;
+    void* scratch = mem.put(nullptr, op.scratch_bytes() + 256);
+    const std::vector<float> xh = random_floats(size_t(m.n_in * 2048), rng);
+    auto* x = static_cast<float*>(mem.put(xh.data(), xh.size() * 4));
+    auto* y = static_cast<float*>(mem.put(nullptr, size_t(m.n_out * 2048) * 4));
+    for (int rows : {16, 512, 2048}) {
+      const double tv = time_ms(s, [&](int) {
+        op.run(x, m.n_in, rows, y, m.n_out, nullptr, scratch, s, cuda::MatmulOp::Path::Vector);
+      }, 3, 3);
+      const double ts = time_ms(s, [&](int) { op.run(x, m.n_in, rows, y, m.n_out, nullptr, scratch, s); }, 3, 3);
+      const double flop = 2.0 * double(m.n_in) * double(m.n_out) * rows;
+      char line[200];
+      std::snprintf(line, sizeof line, "  %s rows %4d  float %9.1f us (%5.1f TF/s)  split-f16 %9.1f us (%5.1f TF/s)\n",
+                    m.what, rows, tv * 1e3, flop / (tv * 1e-3) / 1e12, ts * 1e3, flop / (ts * 1e-3) / 1e12);
+      table() << line;
+    }
+  }
+  cudaStreamDestroy(s);
+}
+
 // The GPU's part of one hybrid V2-Lite decode layer, kernel by kernel, each
 // launched back to back (so a kernel shorter than a launch shows the launch
 // rate): what the chain between two CPU expert calls is made of.

@@ -195,6 +195,45 @@ TEST(CudaKernels, MatmulEveryTypeBothRoundingsAndBatches) {
   }
 }
 
+// The float path (F32 weights, Rounding::Exact) over a prompt takes the
+// tensor-core products with split f16 operands (cuda_split_gemm.cuh) where
+// rows x outputs reach 2^18: float accuracy, against the reference at the
+// float path's tolerance; with a bias, a quantized type decoded exactly, rows
+// and outputs that fill no whole block, and n_in not a multiple of the chunk.
+TEST(CudaKernels, MatmulFloatPathOnTensorCores) {
+  KT_REQUIRE_GPU();
+  SplitMix64 rng(29);
+  struct Case {
+    GgmlType type;
+    Rounding r;
+    int64_t n_in, n_out, rows;
+    bool bias;
+  };
+  for (const Case k : {Case{GgmlType::F32, Rounding::GgmlCpu, 512, 600, 512, true},
+                       Case{GgmlType::F32, Rounding::GgmlCpu, 1000, 333, 801, false},
+                       Case{GgmlType::Q4_K, Rounding::Exact, 512, 600, 450, false},
+                       Case{GgmlType::Q5_0, Rounding::Exact, 1024, 300, 900, true}}) {
+    Call c;
+    c.op = "matmul";
+    c.rounding = k.r;
+    c.weights.push_back(Weight::random("w", k.type, k.n_in, k.n_out, 1, 31));
+    if (k.bias) c.weights.push_back(Weight::f32("b", random_floats(size_t(k.n_out), rng), k.n_out));
+    c.in.push_back(Buf::f32(k.n_in, k.rows, random_floats(size_t(k.n_in * k.rows), rng, -2, 2)));
+    c.out.push_back(Buf::f32(k.n_out, k.rows));
+    const std::string what = std::string(type_name(k.type)) + " [" + std::to_string(k.n_in) + ", " +
+                             std::to_string(k.n_out) + "] x " + std::to_string(k.rows) + " rows " + rname(k.r);
+    // The path the kernel takes for these rows.
+    void* dev = nullptr;
+    KT_CUDA_OK(cudaMalloc(&dev, c.weights[0].bytes.size()));
+    cuda::MatmulOp op;
+    std::string e;
+    ASSERT_TRUE(op.init(c.weights[0].view(dev), k.rows, k.r, &e)) << e;
+    EXPECT_EQ(op.impl(k.rows), "split-f16") << what;
+    cudaFree(dev);
+    compare(c, 1e-5, what, "matmul float path, split-f16");
+  }
+}
+
 // cuda.matmul_glu (kt-fuse-calls' gate, up and SwiGLU) against the three calls
 // it replaces: the CPU reference's (within the matmul tolerance) and the GPU's
 // own (the same bits: plans with and without the pass must agree). Pairs that
