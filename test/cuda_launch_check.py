@@ -15,7 +15,7 @@ import sys
 # Plain launches, on purpose (cuda_launch.cuh says why): host-memory ordering
 # rests on whole-kernel boundaries; load-time dequantization is not in a step.
 PLAIN = {"wait_flag_kernel", "write_flag_kernel", "copy_words_kernel",
-         "k_f16", "k_bf16", "k_q8_0", "k_q4_0", "k_q4_k", "k_q6_k"}
+         "k_f16", "k_bf16", "k_deq32"}
 
 
 def strip(src):

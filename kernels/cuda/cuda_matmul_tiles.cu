@@ -172,6 +172,13 @@ __global__ void __launch_bounds__(256)
 
 }  // namespace
 
+void rows_to_f16(const float* x, int64_t ldx, int64_t rows, int64_t n_in, int64_t k_pad, int act, int8_t* xq,
+                 float* xd, __half* out, float* inv_scale, cudaStream_t s) {
+  quantize_rows(x, ldx, rows, n_in, act, xq, xd, s);
+  launch(prep_x<__half>, unsigned(rows), 256, 0, s, x, ldx, n_in, k_pad, 3, xq, xd, act, out, inv_scale);
+  check_launch("cuda matmul (activations to 16 bits)", s);
+}
+
 void MatmulOp::run_tiles(const float* x, int64_t ldx, int64_t rows, float* y, int64_t ldy, const float* bias,
                          void* scratch, void* queue) const {
   auto s = static_cast<cudaStream_t>(queue);

@@ -38,6 +38,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "kernels/cuda/cuda_common.cuh"
@@ -46,6 +48,7 @@
 #include "kernels/cuda/cuda_launch.cuh"
 #include "kernels/cuda/cuda_matmul.h"
 #include "kernels/cuda/cuda_moe_common.cuh"
+#include "kernels/cuda/cuda_moe_grouped_gemm.cuh"
 #include "kernels/kernel_bind.h"
 #include "kernels/moe_contract.h"
 
@@ -141,6 +144,10 @@ class CudaMoeGrouped final : public Kernel {
     uint64_t tensor_bytes[3] = {};
     int64_t n_embd = 0, n_ff = 0, nu = 0, n_held = 0, max_rows = 0;
     std::vector<int32_t> slots;  // router id -> held slice (-1: elsewhere); empty: identity
+    // Resident experts of 8-bit-block types under GgmlCpu, KT_CUDA_GROUPED_DEVICE=1:
+    // the whole step on the GPU (cuda_moe_grouped_gemm.cuh), no routing on the host.
+    bool on_device = false;
+    cuda::ResidentExperts res;
   };
 
   explicit CudaMoeGrouped(Setup s) : s_(std::move(s)) {}
@@ -156,6 +163,7 @@ class CudaMoeGrouped final : public Kernel {
     for (cudaEvent_t e : lane_done_)
       if (e) cudaEventDestroy(e);
     if (host_ids_) cudaFreeHost(host_ids_);
+    if (d_slots_) cudaFree(d_slots_);
   }
 
   // Streams, events, pinned host lists, page-locked tensors. False: a CUDA error.
@@ -174,6 +182,12 @@ class CudaMoeGrouped final : public Kernel {
     // The ids down, the two pair lists (rows, pair indices) up: 3 lists of
     // max_rows * nu entries (run()'s h_ids, h_rows, h_pair).
     if (e == cudaSuccess) e = cudaMallocHost(&host_ids_, list_bytes() * 3);
+    if (e == cudaSuccess && s_.on_device && !s_.slots.empty()) {
+      e = cudaMalloc(&d_slots_, s_.slots.size() * 4);
+      if (e == cudaSuccess) e = cudaMemcpy(d_slots_, s_.slots.data(), s_.slots.size() * 4, cudaMemcpyHostToDevice);
+      s_.res.slots = d_slots_;
+      s_.res.n_slots = int64_t(s_.slots.size());
+    }
     if (e != cudaSuccess) {
       *error = "streamed experts: " + cuda::error_text(int(e));
       return false;
@@ -199,7 +213,10 @@ class CudaMoeGrouped final : public Kernel {
     return (s.streamed ? cuda::kRing * slot_bytes(s) : 0) + cuda::align256(pairs * s.n_embd * 4) +
            2 * cuda::align256(pairs * 4);
   }
-  static uint64_t workspace_bytes(const Setup& s) { return shared_bytes(s) + cuda::kLanes * lane_bytes(s); }
+  static uint64_t workspace_bytes(const Setup& s) {
+    const uint64_t lanes = cuda::kLanes * lane_bytes(s);
+    return shared_bytes(s) + (s.on_device ? std::max(lanes, cuda::resident_experts_workspace(s.res, s.max_rows)) : lanes);
+  }
 
   void run(const CallArgs& a) override {
     cuda::use_device(s_.device);
@@ -207,6 +224,7 @@ class CudaMoeGrouped final : public Kernel {
     const int64_t n = x.rows, nu = s_.nu, np = n * nu;
     if (n == 0) return;
     auto q = static_cast<cudaStream_t>(a.queue);
+    if (s_.on_device && np <= 65535) return run_on_device(a);
 
     // The choices, to the host.
     int32_t* h_ids = host_ids_;
@@ -311,11 +329,27 @@ class CudaMoeGrouped final : public Kernel {
   }
 
   std::string_view impl() const override {
-    if (!s_.streamed) return "grouped";
+    if (!s_.streamed) return s_.on_device ? "grouped on the GPU" : "grouped";
     return all_pinned_ ? "streamed-pinned" : "streamed-pageable";
   }
 
  private:
+  // The step without the host: pairs sorted and every expert's products on
+  // the GPU (cuda_moe_grouped_gemm.cu), then the weighted sum.
+  void run_on_device(const CallArgs& a) {
+    const Act &x = a.in[0], &ids = a.in[1], &wts = a.in[2], &y = a.out[0];
+    const int64_t n = x.rows, np = n * s_.nu;
+    auto q = static_cast<cudaStream_t>(a.queue);
+    auto* ws = static_cast<uint8_t*>(cuda::workspace(s_.device));
+    auto* ypairs = reinterpret_cast<float*>(ws);  // streamed only has a ring before it
+    // Pairs whose expert lives elsewhere (hot experts on the GPU) add nothing.
+    cudaMemsetAsync(ypairs, 0, uint64_t(np) * s_.n_embd * 4, q);
+    cuda::run_resident_experts(s_.res, x.f32(), n, ids.i32(), ypairs, ws + shared_bytes(s_), q);
+    cuda::launch(cuda::combine_experts, cuda::combine_grid(s_.n_embd, n), 256, 0, q, ypairs, wts.f32(), int(s_.nu),
+                 s_.n_embd, y.f32());
+    cuda::check_launch("cuda.moe_experts (grouped on the GPU)", a.queue);
+  }
+
   int64_t list_entries() const { return s_.max_rows * s_.nu; }
   uint64_t list_bytes() const { return uint64_t(list_entries()) * 4; }
 
@@ -325,6 +359,7 @@ class CudaMoeGrouped final : public Kernel {
   cudaStream_t lane_[cuda::kLanes] = {};
   cudaEvent_t lane_done_[cuda::kLanes] = {};
   int32_t* host_ids_ = nullptr;
+  int32_t* d_slots_ = nullptr;
   cuda::PinnedRange pinned_[3];
   bool all_pinned_ = false;
   std::vector<int64_t> counts_, fill_;
@@ -365,7 +400,21 @@ std::unique_ptr<Kernel> make_grouped(const CallSpec& s, bool streamed, int64_t m
     st.dev[m] = static_cast<const uint8_t*>(s.weights[m].data);
     st.mat_bytes[m] = s.weights[m].nb[2];
     st.tensor_bytes[m] = s.weights[m].nb[2] * uint64_t(ne);
+    st.res.w[m] = st.dev[m];
+    st.res.type[m] = s.weights[m].type;
+    st.res.row_bytes[m] = s.weights[m].nb[1];
+    st.res.mat_bytes[m] = s.weights[m].nb[2];
   }
+  st.res.n_embd = st.n_embd;
+  st.res.n_ff = st.n_ff;
+  st.res.nu = st.nu;
+  st.res.n_held = ne;
+  // Opt-in (KT_CUDA_GROUPED_DEVICE=1): slower than the host's grouping at
+  // 2048-token steps so far, and f16 where the host's path takes int8 vector
+  // products (48 rows an expert and fewer): kernels/cuda/README.md.
+  const char* on = std::getenv("KT_CUDA_GROUPED_DEVICE");
+  st.on_device = !streamed && s.rounding == Rounding::GgmlCpu && cuda::resident_experts_apply(st.res) && on &&
+                 std::string(on) == "1";
   if (!cuda::reserve_workspace(s.device, CudaMoeGrouped::workspace_bytes(st), error)) return nullptr;
   auto k = std::make_unique<CudaMoeGrouped>(std::move(st));
   if (!k->init(error)) return nullptr;

@@ -141,6 +141,104 @@ __device__ __forceinline__ float deq1<GgmlType::IQ4_XS>(const uint8_t* row, int6
   return __fmul_rn(dl, float(kIq4nl[j < 16 ? (q & 0xF) : (q >> 4)]));
 }
 
+// ---- 32 values at a time ---------------------------------------------------------
+
+// Values [i0, i0 + 32) of a row (i0 a multiple of 32: one block of the 32-value
+// types, one sub-block of the 256-value ones), with deq1's operations on each
+// value (the same bits), the block's scales decoded once. Where a GEMM decodes
+// its weights as it reads them (cuda_moe_grouped_gemm.cu), one value at a time
+// cost ~8x the instructions.
+template <GgmlType T>
+__device__ __forceinline__ void deq32(const uint8_t* row, int64_t i0, float (&v)[32]) {
+#pragma unroll
+  for (int e = 0; e < 32; ++e) v[e] = deq1<T>(row, i0 + e);
+}
+template <>
+__device__ __forceinline__ void deq32<GgmlType::Q8_0>(const uint8_t* row, int64_t i0, float (&v)[32]) {
+  const uint8_t* b = row + (i0 / 32) * 34;
+  const float d = ld_f16(b);
+#pragma unroll
+  for (int e = 0; e < 32; ++e) v[e] = __fmul_rn(float(int8_t(b[2 + e])), d);
+}
+template <>
+__device__ __forceinline__ void deq32<GgmlType::Q4_0>(const uint8_t* row, int64_t i0, float (&v)[32]) {
+  const uint8_t* b = row + (i0 / 32) * 18;
+  const float d = ld_f16(b);
+#pragma unroll
+  for (int e = 0; e < 16; ++e) {
+    const uint8_t q = b[2 + e];
+    v[e] = __fmul_rn(float((q & 0xF) - 8), d);
+    v[e + 16] = __fmul_rn(float((q >> 4) - 8), d);
+  }
+}
+template <>
+__device__ __forceinline__ void deq32<GgmlType::Q5_0>(const uint8_t* row, int64_t i0, float (&v)[32]) {
+  const uint8_t* b = row + (i0 / 32) * 22;
+  const float d = ld_f16(b);
+  const uint32_t qh = ld_u32_a2(b + 2);
+#pragma unroll
+  for (int e = 0; e < 16; ++e) {
+    const uint8_t q = b[6 + e];
+    v[e] = __fmul_rn(float(((q & 0xF) | int(((qh >> e) & 1) << 4)) - 16), d);
+    v[e + 16] = __fmul_rn(float(((q >> 4) | int(((qh >> (e + 16)) & 1) << 4)) - 16), d);
+  }
+}
+template <>
+__device__ __forceinline__ void deq32<GgmlType::Q4_K>(const uint8_t* row, int64_t i0, float (&v)[32]) {
+  const uint8_t* b = row + (i0 / 256) * 144;
+  const int s = int(i0 % 256) / 32;
+  int sc, m;
+  scale_min_k4(b + 4, s, &sc, &m);
+  const float dl = __fmul_rn(ld_f16(b), float(sc)), ml = __fmul_rn(ld_f16(b + 2), float(m));
+  const uint8_t* q = b + 16 + 32 * (s / 2);
+#pragma unroll
+  for (int e = 0; e < 32; ++e) v[e] = __fsub_rn(__fmul_rn(dl, float((s & 1) ? (q[e] >> 4) : (q[e] & 0xF))), ml);
+}
+template <>
+__device__ __forceinline__ void deq32<GgmlType::Q5_K>(const uint8_t* row, int64_t i0, float (&v)[32]) {
+  const uint8_t* b = row + (i0 / 256) * 176;
+  const int s = int(i0 % 256) / 32;
+  int sc, m;
+  scale_min_k4(b + 4, s, &sc, &m);
+  const float dl = __fmul_rn(ld_f16(b), float(sc)), ml = __fmul_rn(ld_f16(b + 2), float(m));
+  const uint8_t* q = b + 48 + 32 * (s / 2);
+#pragma unroll
+  for (int e = 0; e < 32; ++e) {
+    const int lo = (s & 1) ? (q[e] >> 4) : (q[e] & 0xF);
+    v[e] = __fsub_rn(__fmul_rn(dl, float(lo + (((b[16 + e] >> s) & 1) ? 16 : 0))), ml);
+  }
+}
+template <>
+__device__ __forceinline__ void deq32<GgmlType::Q6_K>(const uint8_t* row, int64_t i0, float (&v)[32]) {
+  const uint8_t* b = row + (i0 / 256) * 210;
+  const int s = int(i0 % 256) / 32, half = s / 4, k = s % 4;
+  const float d = ld_f16(b + 208);
+  const float d0 = __fmul_rn(d, float(int8_t(b[192 + 8 * half + 2 * k]))),
+              d1 = __fmul_rn(d, float(int8_t(b[192 + 8 * half + 2 * k + 1])));
+  const uint8_t* lo_b = b + 64 * half + 32 * (k % 2);
+  const uint8_t* hi_b = b + 128 + 32 * half;
+#pragma unroll
+  for (int e = 0; e < 32; ++e) {
+    const int lo = k < 2 ? (lo_b[e] & 0xF) : (lo_b[e] >> 4);
+    const int hi = (hi_b[e] >> (2 * k)) & 3;
+    v[e] = __fmul_rn(e < 16 ? d0 : d1, float((lo | hi << 4) - 32));
+  }
+}
+template <>
+__device__ __forceinline__ void deq32<GgmlType::IQ4_XS>(const uint8_t* row, int64_t i0, float (&v)[32]) {
+  const uint8_t* b = row + (i0 / 256) * 136;
+  const int s = int(i0 % 256) / 32;
+  const int lo = (b[4 + s / 2] >> (4 * (s % 2))) & 0xF;
+  const int hi = (ld_u16(b + 2) >> (2 * s)) & 3;
+  const float dl = __fmul_rn(ld_f16(b), float((lo | hi << 4) - 32));
+  const uint8_t* q = b + 8 + 16 * s;
+#pragma unroll
+  for (int e = 0; e < 16; ++e) {
+    v[e] = __fmul_rn(dl, float(kIq4nl[q[e] & 0xF]));
+    v[e + 16] = __fmul_rn(dl, float(kIq4nl[q[e] >> 4]));
+  }
+}
+
 // ---- integer dot products with 8-bit activations ------------------------------
 
 // The activation rounding a weight type meets (ggml's vec_dot_type).

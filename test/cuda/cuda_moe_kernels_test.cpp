@@ -4,8 +4,10 @@
 // streamed) (cuda_compare.h).
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 
 #include "kernels/cuda/cuda_matmul.h"
+#include "kernels/cuda/cuda_moe_grouped_gemm.cuh"
 #include "test/cuda/cuda_compare.h"
 
 namespace kt::test {
@@ -406,7 +408,9 @@ TEST(CudaKernels, MoeExpertsOfASubsetBySlots) {
 // (so slots are reused while copies run ahead), experts nobody chose, and a
 // subset by expert_slots (hot experts elsewhere). Tile-path rows go through
 // two fp16 GEMMs in a row (gate/up, then down; cuda.matmul's tiles alone are
-// held to 2e-3), hence the looser tolerance there.
+// held to 2e-3), hence the looser tolerance there. Resident experts also with
+// the grouping on the GPU (KT_CUDA_GROUPED_DEVICE=1, cuda_moe_grouped_gemm.cu:
+// pairs sorted by a kernel, every expert's products in one launch).
 TEST(CudaKernels, MoeExpertsGroupedStreamedAndResident) {
   KT_REQUIRE_GPU();
   SplitMix64 rng(36);
@@ -421,8 +425,13 @@ TEST(CudaKernels, MoeExpertsGroupedStreamedAndResident) {
                     E{GgmlType::Q8_0, GgmlType::Q5_0, 96, 64, 6, 2, 200, false},
                     E{GgmlType::IQ4_XS, GgmlType::Q5_K, 256, 512, 9, 2, 300, true},
                     E{GgmlType::F32, GgmlType::F32, 64, 32, 5, 2, 20, false}}) {
-    for (bool streamed : {true, false}) {
+    // Resident: the host's grouping, then the GPU's own (KT_CUDA_GROUPED_DEVICE=1,
+    // read when the kernel is bound).
+    for (int how_run : {0, 1, 2}) {
+      const bool streamed = how_run == 0, on_device = how_run == 2;
       if (!streamed && e.rows < 64) continue;  // the resident kernel's vector path: MoeExpertsOnTheGpu
+      if (on_device && e.gu == GgmlType::F32) continue;  // 8-bit-block types only
+      if (on_device) setenv("KT_CUDA_GROUPED_DEVICE", "1", 1);
       Call c;
       c.op = "moe_experts";
       c.weights_on_host = streamed;
@@ -460,11 +469,18 @@ TEST(CudaKernels, MoeExpertsGroupedStreamedAndResident) {
       c.weights.push_back(Weight::random("up_exps", e.gu, e.n_embd, e.n_ff, held, ++seed));
       c.weights.push_back(Weight::random("down_exps", e.down, e.n_ff, e.n_embd, held, ++seed));
       const bool tiles = e.gu != GgmlType::F32 && e.rows * e.nu / held > cuda::MatmulOp::kVectorRows;
-      const std::string how = streamed ? "streamed" : "grouped";
+      const std::string how = streamed ? "streamed" : on_device ? "grouped on the GPU" : "grouped";
+      const uint64_t runs = cuda::resident_experts_runs();
       compare(c, tiles ? 5e-3 : 1e-4,
               how + " moe_experts " + std::string(type_name(e.gu)) + "/" + std::string(type_name(e.down)) + " x " +
                   std::to_string(e.rows) + (e.subset ? " (subset)" : ""),
               "moe_experts " + how);
+      unsetenv("KT_CUDA_GROUPED_DEVICE");
+      if (on_device) {
+        EXPECT_GT(cuda::resident_experts_runs(), runs) << how << " " << type_name(e.gu) << ": not on the GPU";
+      } else {
+        EXPECT_EQ(cuda::resident_experts_runs(), runs) << how << " " << type_name(e.gu) << ": on the GPU";
+      }
       const Outcome cpu = run_cpu(c);
       ASSERT_TRUE(cpu.error.empty()) << cpu.error;
       double norm = 0;

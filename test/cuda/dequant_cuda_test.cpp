@@ -46,14 +46,15 @@ TEST(CudaDequant, MatchesLlamaCppQuantVectorsBitForBit) {
     ASSERT_EQ(std::memcmp(got.data(), want->data, got.size() * 4), 0) << tname << " differs from llama.cpp";
     ++checked;
   }
-  EXPECT_EQ(checked, 4) << "Q4_0, Q8_0, Q4_K and Q6_K are in the vectors";
+  EXPECT_EQ(checked, 7) << "Q4_0, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K and IQ4_XS are in the vectors";
 }
 
 // Float types and random blocks against the CPU reference (never all zeros).
 TEST(CudaDequant, MatchesCpuReferenceOnRandomBlocks) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   std::mt19937 rng(7);
-  for (GgmlType t : {GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
+  for (GgmlType t : {GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q4_K,
+                     GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS}) {
     const TypeTraits& tt = type_traits(t);
     const int64_t n = tt.block_size * 37;
     std::vector<uint8_t> bytes(tt.row_bytes(n));
@@ -65,7 +66,7 @@ TEST(CudaDequant, MatchesCpuReferenceOnRandomBlocks) {
       for (size_t b = 0; b < bytes.size(); b += tt.type_size) {
         const size_t d = (t == GgmlType::Q6_K) ? 208 : 0;
         bytes[b + d + 1] &= 0x3f;
-        if (t == GgmlType::Q4_K) bytes[b + 3] &= 0x3f;
+        if (t == GgmlType::Q4_K || t == GgmlType::Q5_K) bytes[b + 3] &= 0x3f;
       }
     }
     std::vector<float> want(static_cast<size_t>(n));
