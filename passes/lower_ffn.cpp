@@ -113,8 +113,10 @@ mlir::FailureOr<Value> Lowering::moe(ModuleInterface m, const Value& x) {
   const bool streaming = phase_->streamed && kind_of(edev) == "cpu" && kind_of(dev) == "cuda";
   const bool deferring = defer > 0 && defer < n_used && kind_of(edev) == "cpu" && !last_layer_ && !streaming;
   auto cpu_call = [&](const Value& out, llvm::SmallVector<NamedAttribute> params) {
-    if (!streaming) ++(kind_of(edev) == "cuda" ? phase_->gpu_expert_calls : phase_->cpu_expert_calls);
-    if (!streaming) amx_bf16(experts, params);
+    if (!streaming) {
+      ++(kind_of(edev) == "cuda" ? phase_->gpu_expert_calls : phase_->cpu_expert_calls);
+      amx_bf16(experts, params);
+    }
     if (streaming) {
       params.push_back(param("streamed", 1));
       ++phase_->streamed_calls;

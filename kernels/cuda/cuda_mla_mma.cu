@@ -124,24 +124,11 @@ __global__ void __launch_bounds__(kMmaThreads, 1) mla_attn_mma(AttnArgs a, int64
     const int64_t t = valid ? R / a.n_heads : 0;
     const int h = valid ? int(R % a.n_heads) : 0;
     const float* qr = a.q + t * a.q_stride + int64_t(h) * a.q_head_stride;
-    float mx = 0.0f;
-    if (valid)
-      for (int c = 4 * part; c < L.dk; c += 32) {
-        const float4 v = *reinterpret_cast<const float4*>(qr + c);
-        mx = fmaxf(mx, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
-      }
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
-    const int e = scale_exp(mx, 14);
+    const int e = scale_exp(row_abs_max<8>(qr, L.dk, 4 * part, 32, valid), 14);
     const float sc = ldexpf(1.0f, e);
     for (int c = 4 * part; c < L.dk; c += 32) {
-      float4 v = valid ? *reinterpret_cast<const float4*>(qr + c) : make_float4(0.f, 0.f, 0.f, 0.f);
-      uint2 hi, lo;
-      split2(v.x * sc, v.y * sc, hi.x, lo.x);
-      split2(v.z * sc, v.w * sc, hi.y, lo.y);
-      *reinterpret_cast<uint2*>(Qh + r * L.qs + c) = hi;
-      *reinterpret_cast<uint2*>(Ql + r * L.qs + c) = lo;
+      const float4 v = valid ? *reinterpret_cast<const float4*>(qr + c) : make_float4(0.f, 0.f, 0.f, 0.f);
+      split4_store(v, sc, Qh + r * L.qs + c, Ql + r * L.qs + c);
     }
     if (part == 0) {
       row_inv[r] = valid ? ldexpf(1.0f, -e) * a.scale : 0.0f;
@@ -208,17 +195,13 @@ __global__ void __launch_bounds__(kMmaThreads, 1) mla_attn_mma(AttnArgs a, int64
         v[j] = (j < per && k < nk) ? to_f(src[j]) : 0.0f;
         mx = fmaxf(mx, fabsf(v[j]));
       }
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const int e = scale_exp(mx, 14);
+      const int e = scale_exp(group_max<4>(mx), 14);
       const float sc = ldexpf(1.0f, e);
 #pragma unroll
-      for (int j = 0; j < kMaxDr / 4; j += 2) {
+      for (int j = 0; j < kMaxDr / 4; j += 4) {  // per is a multiple of 4 (d_rope of 16)
         if (j >= per) break;
-        uint32_t hi, lo;
-        split2(v[j] * sc, v[j + 1] * sc, hi, lo);
-        *reinterpret_cast<uint32_t*>(Peh + k * L.ps + part * per + j) = hi;
-        *reinterpret_cast<uint32_t*>(Pel + k * L.ps + part * per + j) = lo;
+        split4_store(make_float4(v[j], v[j + 1], v[j + 2], v[j + 3]), sc, Peh + k * L.ps + part * per + j,
+                     Pel + k * L.ps + part * per + j);
       }
       if (part == 0) pe_inv[k] = ldexpf(1.0f, -e);
     }

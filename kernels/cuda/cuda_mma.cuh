@@ -52,6 +52,35 @@ __device__ __forceinline__ void split2(float x, float y, uint32_t& hi, uint32_t&
   hi = h2_bits(h);
   lo = h2_bits(__floats2half2_rn(x - f.x, y - f.y));
 }
+// Four values times sc split into f16 hi and lo halves, stored at hi and lo
+// (8-byte aligned): how a row is staged for the products.
+__device__ __forceinline__ void split4_store(float4 v, float sc, __half* hi, __half* lo) {
+  uint2 h, l;
+  split2(v.x * sc, v.y * sc, h.x, l.x);
+  split2(v.z * sc, v.w * sc, h.y, l.y);
+  *reinterpret_cast<uint2*>(hi) = h;
+  *reinterpret_cast<uint2*>(lo) = l;
+}
+// The largest of mx over GROUP consecutive lanes (a power of two up to 32)
+// that stage one row: the row's scale is taken from it.
+template <int GROUP>
+__device__ __forceinline__ float group_max(float mx) {
+#pragma unroll
+  for (int o = 1; o < GROUP; o <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+  return mx;
+}
+// The largest magnitude of a row in memory over this lane's float4s at first,
+// first + step, ... below n (none where !valid), then over its GROUP lanes.
+template <int GROUP>
+__device__ __forceinline__ float row_abs_max(const float* row, int n, int first, int step, bool valid) {
+  float mx = 0.0f;
+  if (valid)
+    for (int c = first; c < n; c += step) {
+      const float4 v = *reinterpret_cast<const float4*>(row + c);
+      mx = fmaxf(mx, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
+    }
+  return group_max<GROUP>(mx);
+}
 // Four int8 values (a little-endian word) as two f16 pairs, exactly: byte b
 // biased to b + 128 becomes the low mantissa bits of 1024 + (b + 128).
 __device__ __forceinline__ void i8x4_to_h2(uint32_t w, uint32_t& h01, uint32_t& h23) {

@@ -70,35 +70,21 @@ __global__ void __launch_bounds__(kSplitThreads) split_gemm_mma(SplitGemmArgs p)
   const float* xr = p.x + (a_valid ? at : 0) * p.x_stride + int64_t(h) * p.x_head_stride;
   float asc;
   {
-    float mx = 0.0f;
-    if (a_valid)
-      for (int k = 4 * apart; k < p.K; k += 16) {
-        const float4 v = *reinterpret_cast<const float4*>(xr + k);
-        mx = fmaxf(mx, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
-      }
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    const int e = scale_exp(mx, 14);
+    const int e = scale_exp(row_abs_max<4>(xr, p.K, 4 * apart, 16, a_valid), 14);
     asc = ldexpf(1.0f, e);
     if (apart == 0) row_inv[ar] = a_valid ? ldexpf(1.0f, -e) : 0.0f;
   }
 
   const int wm = warp & 3, wn = warp >> 2;
   float acc[8][4] = {};
-  const int bn = tid >> 1,
-            bhalf = tid & 1;  // the weight column a thread decodes, and its half
-                              // of the chunk
+  const int bn = tid >> 1, bhalf = tid & 1;  // the weight column a thread decodes, and its half of the chunk
   for (int k0 = 0; k0 < p.K; k0 += kBK) {
     // x's chunk: 16 values a thread (four float4s), split.
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int k = k0 + 16 * apart + 4 * i;
       const float4 v = a_valid && k < p.K ? *reinterpret_cast<const float4*>(xr + k) : make_float4(0.f, 0.f, 0.f, 0.f);
-      uint2 hi, lo;
-      split2(v.x * asc, v.y * asc, hi.x, lo.x);
-      split2(v.z * asc, v.w * asc, hi.y, lo.y);
-      *reinterpret_cast<uint2*>(Ah + ar * kStride + 16 * apart + 4 * i) = hi;
-      *reinterpret_cast<uint2*>(Al + ar * kStride + 16 * apart + 4 * i) = lo;
+      split4_store(v, asc, Ah + ar * kStride + 16 * apart + 4 * i, Al + ar * kStride + 16 * apart + 4 * i);
     }
     // The weights' chunk: column n's 32 values a thread, decoded, scaled by the
     // pair's power of two, split.
@@ -116,17 +102,12 @@ __global__ void __launch_bounds__(kSplitThreads) split_gemm_mma(SplitGemmArgs p)
       float mx = 0.0f;
 #pragma unroll
       for (int i = 0; i < 32; ++i) mx = fmaxf(mx, fabsf(v[i]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      const int e = scale_exp(mx, 14);
+      const int e = scale_exp(group_max<2>(mx), 14);
       const float sc = ldexpf(1.0f, e);
 #pragma unroll
-      for (int i = 0; i < 32; i += 4) {
-        uint2 hi, lo;
-        split2(v[i] * sc, v[i + 1] * sc, hi.x, lo.x);
-        split2(v[i + 2] * sc, v[i + 3] * sc, hi.y, lo.y);
-        *reinterpret_cast<uint2*>(Bh + bn * kStride + 32 * bhalf + i) = hi;
-        *reinterpret_cast<uint2*>(Bl + bn * kStride + 32 * bhalf + i) = lo;
-      }
+      for (int i = 0; i < 32; i += 4)
+        split4_store(make_float4(v[i], v[i + 1], v[i + 2], v[i + 3]), sc, Bh + bn * kStride + 32 * bhalf + i,
+                     Bl + bn * kStride + 32 * bhalf + i);
       if (bhalf == 0) b_inv[bn] = ldexpf(1.0f, -e);
     }
     __syncthreads();

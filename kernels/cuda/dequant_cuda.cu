@@ -13,20 +13,14 @@
 namespace kt::cuda {
 namespace {
 
-__device__ __forceinline__ float h2f(const uint8_t* p) {
-  __half_raw r;
-  r.x = uint16_t(p[0] | (p[1] << 8));
-  return __half2float(__half(r));
-}
-
 __global__ void k_f16(const uint8_t* src, float* dst, int64_t n) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) dst[i] = h2f(src + 2 * i);
+  if (i < n) dst[i] = deq1<GgmlType::F16>(src, i);
 }
 
 __global__ void k_bf16(const uint8_t* src, float* dst, int64_t n) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) dst[i] = __uint_as_float(uint32_t(src[2 * i] | (src[2 * i + 1] << 8)) << 16);
+  if (i < n) dst[i] = deq1<GgmlType::BF16>(src, i);
 }
 
 // 32 values a thread (one block of the 32-value types, a sub-block of the

@@ -289,15 +289,17 @@ double time_call(Call& c, cudaStream_t s, int reps = 20, const std::vector<std::
   return ms;
 }
 
-// MLA's attention step alone (split-K over the latent cache + combine), as
-// cuda_mla.cu launches it for one decode token: the rest of the call is q_abs
-// and W_V.
-double time_mla_attention_only(int h, int r, int dr, int ctx, cudaStream_t s) {
-  SplitMix64 rng(9);
-  DevMem mem;
-  const std::vector<float> q = random_floats(size_t(h * (r + dr)), rng);
-  const Kv kv = random_kv(kern::KvView::Kind::MlaLatent, GgmlType::F16, 1, ctx, 1, r, dr, 10);
-  const int32_t pos = ctx - 1, slot = 0;
+// MLA's attention arguments for n tokens at positions [pos0, pos0 + n) of one
+// slot over an F16 latent cache of pos0 + n positions (random q and cache from
+// seed and seed + 1), the latents rounded to Q8_K blocks; device memory in mem,
+// the partials' bound for plan_splits in *bound.
+cuda::AttnArgs mla_bench_args(int h, int r, int dr, int n, int pos0, uint64_t seed, DevMem& mem, uint64_t* bound) {
+  SplitMix64 rng(seed);
+  const int ctx = pos0 + n;
+  const std::vector<float> q = random_floats(size_t(n) * h * (r + dr), rng);
+  const Kv kv = random_kv(kern::KvView::Kind::MlaLatent, GgmlType::F16, 1, ctx, 1, r, dr, seed + 1);
+  std::vector<int32_t> pos(static_cast<size_t>(n)), slot(static_cast<size_t>(n), 0);
+  for (int t = 0; t < n; ++t) pos[size_t(t)] = pos0 + t;
   cuda::AttnArgs a;
   a.q = static_cast<const float*>(mem.put(q.data(), q.size() * 4));
   a.q_stride = int64_t(h) * (r + dr);
@@ -315,14 +317,24 @@ double time_mla_attention_only(int h, int r, int dr, int ctx, cudaStream_t s) {
   a.n_ctx = ctx;
   a.vec = true;
   a.round_lat = 4;
-  a.pos = static_cast<const int32_t*>(mem.put(&pos, 4));
-  a.slot = static_cast<const int32_t*>(mem.put(&slot, 4));
-  a.out = static_cast<float*>(mem.put(nullptr, size_t(h) * r * 4));
+  a.pos = static_cast<const int32_t*>(mem.put(pos.data(), pos.size() * 4));
+  a.slot = static_cast<const int32_t*>(mem.put(slot.data(), slot.size() * 4));
+  a.out = static_cast<float*>(mem.put(nullptr, size_t(n) * h * r * 4));
   a.out_stride = int64_t(h) * r;
   a.out_head_stride = r;
+  *bound = cuda::partial_floats_bound(h, a.gh, r, cuda::sm_count(0));
+  a.partial = static_cast<float*>(mem.put(nullptr, *bound * 4));
+  return a;
+}
+
+// MLA's attention step alone (split-K over the latent cache + combine), as
+// cuda_mla.cu launches it for one decode token: the rest of the call is q_abs
+// and W_V.
+double time_mla_attention_only(int h, int r, int dr, int ctx, cudaStream_t s) {
+  DevMem mem;
+  uint64_t bound = 0;
+  cuda::AttnArgs a = mla_bench_args(h, r, dr, 1, ctx - 1, 9, mem, &bound);
   const int sms = cuda::sm_count(0);
-  const uint64_t bound = cuda::partial_floats_bound(h, a.gh, r, sms);
-  a.partial = static_cast<float*>(mem.put(nullptr, bound * 4));
   const int64_t tiles = std::max(1, ctx / 32 / 2);
   while (a.gh > 4 && (h + a.gh - 1) / a.gh * tiles < 2 * sms) a.gh /= 2;
   cuda::plan_splits(a, 1, ctx - 1, sms, bound);
@@ -425,38 +437,10 @@ TEST(CudaBench, D_DecodeAttentionAtContext4096) {
 // [pos0, pos0 + n) of one slot: the latents rounded once (Q8_K blocks), then
 // launch_attention (the tensor-core kernel where it applies, else split-K).
 double time_mla_prompt_attention(int h, int r, int dr, int n, int pos0, cudaStream_t s, bool* mma) {
-  SplitMix64 rng(11);
   DevMem mem;
-  const int ctx = pos0 + n;
-  const std::vector<float> q = random_floats(size_t(n) * h * (r + dr), rng);
-  const Kv kv = random_kv(kern::KvView::Kind::MlaLatent, GgmlType::F16, 1, ctx, 1, r, dr, 12);
-  std::vector<int32_t> pos(static_cast<size_t>(n)), slot(static_cast<size_t>(n), 0);
-  for (int t = 0; t < n; ++t) pos[size_t(t)] = pos0 + t;
-  cuda::AttnArgs a;
-  a.q = static_cast<const float*>(mem.put(q.data(), q.size() * 4));
-  a.q_stride = int64_t(h) * (r + dr);
-  a.q_head_stride = r + dr;
-  a.dk = r + dr;
-  a.dv = r;
-  a.n_heads = h;
-  a.group = h;
-  a.gh = cuda::attention_heads_per_block(r, h, false);
-  a.scale = 0.1f;
-  a.k = mem.put(kv.k.data(), kv.k.size());
-  a.v = mem.put(kv.v.data(), kv.v.size());
-  a.k_cols = r;
-  a.v_cols = dr;
-  a.n_ctx = ctx;
-  a.vec = true;
-  a.round_lat = 4;
-  a.pos = static_cast<const int32_t*>(mem.put(pos.data(), pos.size() * 4));
-  a.slot = static_cast<const int32_t*>(mem.put(slot.data(), slot.size() * 4));
-  a.out = static_cast<float*>(mem.put(nullptr, size_t(n) * h * r * 4));
-  a.out_stride = int64_t(h) * r;
-  a.out_head_stride = r;
-  const int sms = cuda::sm_count(0);
-  const uint64_t bound = cuda::partial_floats_bound(h, a.gh, r, sms);
-  a.partial = static_cast<float*>(mem.put(nullptr, bound * 4));
+  uint64_t bound = 0;
+  cuda::AttnArgs a = mla_bench_args(h, r, dr, n, pos0, 11, mem, &bound);
+  const int ctx = pos0 + n, sms = cuda::sm_count(0);
   cuda::plan_splits(a, n, ctx - 1, sms, bound);
   auto* lat_q = static_cast<int8_t*>(mem.put(nullptr, size_t(ctx) * r));
   auto* lat_d = static_cast<float*>(mem.put(nullptr, size_t(ctx) * (r / 32) * 4));
