@@ -9,7 +9,7 @@
 //      activations, once for all experts);
 //   2. the pairs counted and sorted by held matrix (one block; order within an
 //      expert is free: each row's products do not depend on the others');
-//   3. gate and up of every (expert, 128-row tile, 64 columns) in one grid,
+//   3. gate and up of every (expert, tile of 64 or 128 rows, 64 columns) in one grid,
 //      SwiGLU in the epilogue, rows in sorted order;
 //   4. those rows rounded and scaled for down (as step 1);
 //   5. down, written to each pair's row.
@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <type_traits>
 
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_context.h"
@@ -33,19 +34,21 @@ namespace kt::cuda {
 
 namespace {
 
-constexpr int kGM = 128, kGN = 64, kGK = 64;  // rows, columns, reduction chunk of a block
-constexpr int kGS = kGK + 8;                  // halves a shared row (ldmatrix rows in distinct bank groups)
-constexpr int kGThreads = 256;
+// A block: GM rows of one matrix's pairs (128, or 64 where experts average few
+// rows: a 128-row tile of V3's 64 rows an expert computed half zeros) x kGN
+// columns, a warp per 16 rows, chunks of kGK values.
+constexpr int kGN = 64, kGK = 64;
+constexpr int kGS = kGK + 8;  // halves a shared row (ldmatrix rows in distinct bank groups)
 
 int64_t kpad(int64_t n) { return ceil_div(n, kGK) * kGK; }
 uint64_t al(uint64_t n) { return (n + 255) / 256 * 256; }
 
 // Pairs by held matrix: offsets[j] .. offsets[j + 1] are matrix j's pairs in
 // sorted order (rows: the pair's token, pairs: its index t nu + k), tiles[j]
-// the prefix sum of their kGM-row tiles. One block.
+// the prefix sum of their gm-row tiles. One block.
 __global__ void __launch_bounds__(1024) sort_pairs(const int32_t* __restrict__ ids, int64_t np, int nu,
                                                    const int32_t* __restrict__ slots, int64_t n_slots, int n_held,
-                                                   int32_t* __restrict__ offsets, int32_t* __restrict__ tiles,
+                                                   int gm, int32_t* __restrict__ offsets, int32_t* __restrict__ tiles,
                                                    int32_t* __restrict__ rows, int32_t* __restrict__ pairs) {
   extern __shared__ int32_t cnt[];  // [n_held] counts, then [n_held] cursors
   int32_t* cur = cnt + n_held;
@@ -67,7 +70,7 @@ __global__ void __launch_bounds__(1024) sort_pairs(const int32_t* __restrict__ i
       tiles[j] = t;
       cur[j] = o;
       o += cnt[j];
-      t += (cnt[j] + kGM - 1) / kGM;
+      t += (cnt[j] + gm - 1) / gm;
     }
     offsets[n_held] = o;
     tiles[n_held] = t;
@@ -95,17 +98,17 @@ struct GemmArgs {
   int64_t ldo = 0;
 };
 
-// Block (tile, column block): a 128-row tile of one matrix's pairs x 64 outputs
+// Block (tile, column block): a GM-row tile of one matrix's pairs x 64 outputs
 // (more rows a block: each weight decoded once for more of them), warp w the
-// rows 16 w.. of all 64 columns; two blocks an SM. GLU: a = x16 by the pair's
-// token, out = SwiGLU(gate, up) at the sorted row; else a = the sorted rows (the
-// SwiGLU's, rounded), out at the pair's row.
-template <GgmlType T, bool GLU>
-__global__ void __launch_bounds__(kGThreads, 2) grouped_gemm(GemmArgs g) {
-  constexpr int NM = GLU ? 2 : 1;
-  __shared__ __align__(16) __half As[kGM * kGS];
+// rows 16 w.. of all 64 columns; 256 / GM blocks an SM. GLU: a = x16 by the
+// pair's token, out = SwiGLU(gate, up) at the sorted row; else a = the sorted
+// rows (the SwiGLU's, rounded), out at the pair's row.
+template <GgmlType T, bool GLU, int GM>
+__global__ void __launch_bounds__(2 * GM, 256 / GM) grouped_gemm(GemmArgs g) {
+  constexpr int NM = GLU ? 2 : 1, kThreads = 2 * GM;
+  __shared__ __align__(16) __half As[GM * kGS];
   __shared__ __align__(16) __half Bs[NM][kGN * kGS];
-  __shared__ int32_t src[kGM], dst[kGM];
+  __shared__ int32_t src[GM], dst[GM];
   wait_for_inputs();
   const int ti = int(blockIdx.x);
   if (ti >= g.tiles[g.n_held]) return;
@@ -116,31 +119,30 @@ __global__ void __launch_bounds__(kGThreads, 2) grouped_gemm(GemmArgs g) {
     else hi = mid;
   }
   const int j = lo;
-  const int r0 = g.offsets[j] + (ti - g.tiles[j]) * kGM;
-  const int rc = min(kGM, g.offsets[j + 1] - r0);
+  const int r0 = g.offsets[j] + (ti - g.tiles[j]) * GM;
+  const int rc = min(GM, g.offsets[j + 1] - r0);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  if (tid < kGM) {
+  if (tid < GM) {
     src[tid] = tid < rc ? (GLU ? g.rows[r0 + tid] : r0 + tid) : -1;
     dst[tid] = tid < rc ? (GLU ? r0 + tid : g.pairs[r0 + tid]) : -1;
   }
   __syncthreads();
   const int n0 = int(blockIdx.y) * kGN;
   const int gq = lane >> 2, c4 = lane & 3;
-  // The weight row a thread decodes (of matrix bm), and its half of the chunk.
-  const int bm = tid / (2 * kGN), bn = (tid >> 1) % kGN, bh = tid & 1;
-  const bool decodes = bm < NM;
-  const uint8_t* wrow =
-      decodes ? (bm == 0 ? g.w0 : g.w1) + uint64_t(j) * g.mat_bytes + uint64_t(n0 + bn) * g.row_bytes : nullptr;
   float acc[NM][8][4] = {};
   for (int k0 = 0; k0 < g.K; k0 += kGK) {
 #pragma unroll
-    for (int q = 0; q < kGM * kGK / 8 / kGThreads; ++q) {
-      const int id = tid + kGThreads * q, r = id >> 3, c = (id & 7) * 8;
+    for (int q = 0; q < GM * kGK / 8 / kThreads; ++q) {
+      const int id = tid + kThreads * q, r = id >> 3, c = (id & 7) * 8;
       const int s = src[r];
       const uint4 v = s >= 0 ? *reinterpret_cast<const uint4*>(g.a + int64_t(s) * g.lda + k0 + c) : make_uint4(0, 0, 0, 0);
       *reinterpret_cast<uint4*>(As + r * kGS + c) = v;
     }
-    if (decodes) {
+    // Units (matrix bm, weight row bn, half bh of the chunk): one a thread at
+    // 128 rows, two at 64 with gate and up.
+    for (int u = tid; u < NM * 2 * kGN; u += kThreads) {
+      const int bm = u / (2 * kGN), bn = (u >> 1) % kGN, bh = u & 1;
+      const uint8_t* wrow = (bm == 0 ? g.w0 : g.w1) + uint64_t(j) * g.mat_bytes + uint64_t(n0 + bn) * g.row_bytes;
       // 32 values of one block (K is a multiple of 32: resident_experts_apply).
       float v[32];
       if (n0 + bn < g.N && k0 + 32 * bh < g.K) {
@@ -257,12 +259,29 @@ void run_resident_experts(const ResidentExperts& e, const float* x, int64_t n_to
   auto* inv_h = reinterpret_cast<float*>(ws + L.inv_h);
   rows_to_f16(x, e.n_embd, n_tokens, e.n_embd, kpad(e.n_embd), act_block(e.type[0]),
               reinterpret_cast<int8_t*>(ws + L.xq), reinterpret_cast<float*>(ws + L.xd), x16, inv_x, s);
-  launch(sort_pairs, 1, 1024, size_t(2 * e.n_held) * 4, s, ids, np, int(e.nu), e.slots, e.n_slots, int(e.n_held),
+  // Tiles of 64 rows where the experts average 48 rows or fewer (512-token
+  // steps: V2-Lite 48 an expert, V3 16), else 128: each weight is decoded once
+  // a tile, and decoding, not the products, bounds the kernel. H200, every
+  // expert busy, prefill tok/s 128 -> 64-row tiles: 512 tokens V2-Lite 6249 ->
+  // 7064, V3-5L 4432 -> 5049; 2048 tokens (192 and 64 an expert) 8539 -> 7763
+  // and 8789 -> 8561. The average is all the host knows: when a few experts
+  // take most rows (random weights' own routing) 64 loses at 512 (9910 -> 8402).
+  const int gm = np <= 48 * e.n_held ? 64 : 128;
+  launch(sort_pairs, 1, 1024, size_t(2 * e.n_held) * 4, s, ids, np, int(e.nu), e.slots, e.n_slots, int(e.n_held), gm,
          offsets, tiles, rows, pairs);
   check_launch("cuda.moe_experts (grouped: pairs by expert)", stream);
   // The most tiles a step can have: every matrix's last tile partial.
-  const unsigned max_tiles = unsigned(ceil_div(np, kGM) + std::min<int64_t>(e.n_held, np));
+  const unsigned max_tiles = unsigned(ceil_div(np, gm) + std::min<int64_t>(e.n_held, np));
   GemmArgs g;
+  // One projection over every tile: 8 warps for 128-row tiles, 4 for 64.
+  auto gemm = [&](GgmlType t, auto glu, unsigned n_blocks) {
+    with_type(t, [&](auto tc) {
+      constexpr GgmlType T = decltype(tc)::value;
+      constexpr bool G = decltype(glu)::value;
+      if (gm == 64) launch(grouped_gemm<T, G, 64>, dim3(max_tiles, n_blocks), 128, 0, s, g);
+      else launch(grouped_gemm<T, G, 128>, dim3(max_tiles, n_blocks), 256, 0, s, g);
+    });
+  };
   g.offsets = offsets;
   g.tiles = tiles;
   g.rows = rows;
@@ -279,10 +298,7 @@ void run_resident_experts(const ResidentExperts& e, const float* x, int64_t n_to
   g.N = int(e.n_ff);
   g.out = h;
   g.ldo = e.n_ff;
-  with_type(e.type[0], [&](auto tc) {
-    launch(grouped_gemm<decltype(tc)::value, true>, dim3(max_tiles, unsigned(ceil_div(e.n_ff, kGN))), kGThreads, 0, s,
-           g);
-  });
+  gemm(e.type[0], std::true_type{}, unsigned(ceil_div(e.n_ff, kGN)));
   check_launch("cuda.moe_experts (grouped: gate and up)", stream);
   // The SwiGLU's rows for down, as the tile path rounds a product's input; rows
   // past the step's pairs hold stale values nobody reads.
@@ -299,10 +315,7 @@ void run_resident_experts(const ResidentExperts& e, const float* x, int64_t n_to
   g.N = int(e.n_embd);
   g.out = ypairs;
   g.ldo = e.n_embd;
-  with_type(e.type[2], [&](auto tc) {
-    launch(grouped_gemm<decltype(tc)::value, false>, dim3(max_tiles, unsigned(ceil_div(e.n_embd, kGN))), kGThreads, 0,
-           s, g);
-  });
+  gemm(e.type[2], std::false_type{}, unsigned(ceil_div(e.n_embd, kGN)));
   check_launch("cuda.moe_experts (grouped: down)", stream);
   g_runs.fetch_add(1, std::memory_order_relaxed);
 }

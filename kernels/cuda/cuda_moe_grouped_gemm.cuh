@@ -4,9 +4,9 @@
 // weights decoded inside the GEMM. The tile path's numbers (cuda_matmul_tiles.cu:
 // activations rounded to 8-bit blocks as the reference rounds them, scaled by a
 // power of two into f16, weights rounded to f16, f32 sums), so the same 2e-3
-// class of error against the reference. Opt-in (KT_CUDA_GROUPED_DEVICE=1,
-// cuda_moe_grouped.cu) until its GEMM beats the host's grouping at long steps
-// (kernels/cuda/README.md).
+// class of error against the reference. The default where it applies
+// (KT_CUDA_GROUPED_DEVICE=0 turns it off, cuda_moe_grouped.cu): with every
+// expert busy it beats the host's grouping (kernels/cuda/README.md).
 #pragma once
 
 #include <cstdint>

@@ -301,23 +301,29 @@ int run_e2e_bench(int argc, char** argv) {
                   "-", "-");
     }
     print_profile("the model's own routing, no hooks");
-    if (uniform && bytes.gpu_held.empty() && own_bytes_per_token > 0) {
+    if (uniform && bytes.gpu_held.empty()) {
       // Routing forced uniformly with nothing counting it: on a GPU router the
       // GPU draws the experts (no host round trip a layer), so this is decode
       // at the DRAM limit's own terms (PEERS.md: the cache cannot help), at
-      // the speed a user gets.
+      // the speed a user gets. An all-GPU plan (no CPU bytes) keeps the row
+      // for its prefill: a trained model's prompt keeps every expert busy,
+      // where random weights' own routing picks a few.
       (void)run_once(**ex, bytes, std::min<int64_t>(n_prompt, 16), 2, &*dist, 1, false);
       (*ex)->set_profiling(profile);
       const RunResult u = run_once(**ex, bytes, n_prompt, n_gen, &*dist, 42, false);
       (*ex)->set_profiling(false);
-      const double gbps = own_bytes_per_token * u.decode_tps / 1e9;
-      std::printf("%-16s %12.1f %12.2f %14s %14.1f %10.1f %9.0f%%\n", "uniform, no hook", u.prefill_tps, u.decode_tps,
-                  "-", own_bytes_per_token / 1e6, gbps, 100.0 * gbps / triad.gbps);
-      j["uniform_no_hooks"] = {{"prefill_tps", u.prefill_tps},
-                               {"decode_tps", u.decode_tps},
-                               {"decode_gbps", gbps},
-                               {"bytes_per_token", own_bytes_per_token},
-                               {"decode_limit_tps", triad.gbps * 1e9 / own_bytes_per_token}};
+      j["uniform_no_hooks"] = {{"prefill_tps", u.prefill_tps}, {"decode_tps", u.decode_tps}};
+      if (own_bytes_per_token > 0) {
+        const double gbps = own_bytes_per_token * u.decode_tps / 1e9;
+        std::printf("%-16s %12.1f %12.2f %14s %14.1f %10.1f %9.0f%%\n", "uniform, no hook", u.prefill_tps,
+                    u.decode_tps, "-", own_bytes_per_token / 1e6, gbps, 100.0 * gbps / triad.gbps);
+        j["uniform_no_hooks"]["decode_gbps"] = gbps;
+        j["uniform_no_hooks"]["bytes_per_token"] = own_bytes_per_token;
+        j["uniform_no_hooks"]["decode_limit_tps"] = triad.gbps * 1e9 / own_bytes_per_token;
+      } else {
+        std::printf("%-16s %12.1f %12.2f %14s %14s %10s %10s\n", "uniform, no hook", u.prefill_tps, u.decode_tps, "-",
+                    "-", "-", "-");
+      }
       print_profile("forced uniform, no hook");
     }
     if (has_gpu) {
