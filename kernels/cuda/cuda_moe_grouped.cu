@@ -412,8 +412,8 @@ std::unique_ptr<Kernel> make_grouped(const CallSpec& s, bool streamed, int64_t m
   st.res.n_held = ne;
   // The default where it applies (KT_CUDA_GROUPED_DEVICE=0: the host's
   // grouping). With every expert busy, as a trained model's prompt keeps them,
-  // it is 1.2-2.2x the host's grouping, which launches ~15 kernels per chosen
-  // expert; the host's wins by 7-12% only when a few experts take most rows
+  // it is 1.06-2.2x the host's grouping, which launches ~15 kernels per chosen
+  // expert; the host's wins by 4-12% only when a few experts take most rows
   // (random weights' own routing). It takes f16 tiles where the host's path
   // takes int8 vector products (48 rows an expert and fewer): kernels/cuda/README.md.
   const char* on = std::getenv("KT_CUDA_GROUPED_DEVICE");

@@ -34,9 +34,9 @@ namespace kt::cuda {
 
 namespace {
 
-// A block: GM rows of one matrix's pairs (128, or 64 where experts average few
-// rows: a 128-row tile of V3's 64 rows an expert computed half zeros) x kGN
-// columns, a warp per 16 rows, chunks of kGK values.
+// A block: GM rows of one matrix's pairs (64, 128 or 256 by the experts'
+// average rows: run_resident_experts) x kGN columns, a warp per 16 rows,
+// chunks of kGK values.
 constexpr int kGN = 64, kGK = 64;
 constexpr int kGS = kGK + 8;  // halves a shared row (ldmatrix rows in distinct bank groups)
 
@@ -103,12 +103,20 @@ struct GemmArgs {
 // rows 16 w.. of all 64 columns; 256 / GM blocks an SM. GLU: a = x16 by the
 // pair's token, out = SwiGLU(gate, up) at the sorted row; else a = the sorted
 // rows (the SwiGLU's, rounded), out at the pair's row.
+template <bool GLU, int GM>
+constexpr size_t grouped_smem() {
+  return size_t(GM + (GLU ? 2 : 1) * kGN) * kGS * 2 + size_t(2 * GM) * 4;
+}
+
 template <GgmlType T, bool GLU, int GM>
-__global__ void __launch_bounds__(2 * GM, 256 / GM) grouped_gemm(GemmArgs g) {
+__global__ void __launch_bounds__(2 * GM, GM >= 256 ? 1 : 256 / GM) grouped_gemm(GemmArgs g) {
   constexpr int NM = GLU ? 2 : 1, kThreads = 2 * GM;
-  __shared__ __align__(16) __half As[GM * kGS];
-  __shared__ __align__(16) __half Bs[NM][kGN * kGS];
-  __shared__ int32_t src[GM], dst[GM];
+  // As [GM][kGS], Bs [NM][kGN][kGS] halves, then src, dst [GM] (dynamic: 57 KB at 256 rows).
+  extern __shared__ __align__(16) uint8_t smem[];
+  __half* As = reinterpret_cast<__half*>(smem);
+  __half* const Bs = As + GM * kGS;  // matrix m's at Bs + m kGN kGS
+  int32_t* src = reinterpret_cast<int32_t*>(As + (GM + NM * kGN) * kGS);
+  int32_t* dst = src + GM;
   wait_for_inputs();
   const int ti = int(blockIdx.x);
   if (ti >= g.tiles[g.n_held]) return;
@@ -156,7 +164,7 @@ __global__ void __launch_bounds__(2 * GM, 256 / GM) grouped_gemm(GemmArgs g) {
         __align__(16) __half h[8];
 #pragma unroll
         for (int e = 0; e < 8; ++e) h[e] = __float2half_rn(v[i + e]);
-        *reinterpret_cast<uint4*>(Bs[bm] + bn * kGS + 32 * bh + i) = *reinterpret_cast<const uint4*>(h);
+        *reinterpret_cast<uint4*>(Bs + (bm * kGN + bn) * kGS + 32 * bh + i) = *reinterpret_cast<const uint4*>(h);
       }
     }
     __syncthreads();
@@ -169,7 +177,7 @@ __global__ void __launch_bounds__(2 * GM, 256 / GM) grouped_gemm(GemmArgs g) {
 #pragma unroll
         for (int np = 0; np < 4; ++np) {
           uint32_t b[4];
-          ldsm_x4(b, Bs[m] + (16 * np + (lane & 7) + (lane >> 4) * 8) * kGS + ((lane >> 3) & 1) * 8 + 16 * ks);
+          ldsm_x4(b, Bs + (m * kGN + 16 * np + (lane & 7) + (lane >> 4) * 8) * kGS + ((lane >> 3) & 1) * 8 + 16 * ks);
           mma(acc[m][2 * np], a, b[0], b[1]);
           mma(acc[m][2 * np + 1], a, b[2], b[3]);
         }
@@ -260,26 +268,44 @@ void run_resident_experts(const ResidentExperts& e, const float* x, int64_t n_to
   rows_to_f16(x, e.n_embd, n_tokens, e.n_embd, kpad(e.n_embd), act_block(e.type[0]),
               reinterpret_cast<int8_t*>(ws + L.xq), reinterpret_cast<float*>(ws + L.xd), x16, inv_x, s);
   // Tiles of 64 rows where the experts average 48 rows or fewer (512-token
-  // steps: V2-Lite 48 an expert, V3 16), else 128: each weight is decoded once
-  // a tile, and decoding, not the products, bounds the kernel. H200, every
-  // expert busy, prefill tok/s 128 -> 64-row tiles: 512 tokens V2-Lite 6249 ->
-  // 7064, V3-5L 4432 -> 5049; 2048 tokens (192 and 64 an expert) 8539 -> 7763
-  // and 8789 -> 8561. The average is all the host knows: when a few experts
-  // take most rows (random weights' own routing) 64 loses at 512 (9910 -> 8402).
-  const int gm = np <= 48 * e.n_held ? 64 : 128;
+  // steps: V2-Lite 48 an expert, V3 16), 256 where they average 160 or more
+  // (V2-Lite's 2048 tokens: 192), else 128: each weight is decoded once a
+  // tile, and decoding, not the products, bounds the kernel. H200, every
+  // expert busy, prefill tok/s from 128-row tiles: 512 tokens V2-Lite 6249 ->
+  // 7064 with 64, V3-5L 4432 -> 5049; 2048 tokens V2-Lite 8635 -> 9278 with
+  // 256 (7763 with 64), V3-5L (64 an expert) 8789 -> 8561 with 64 and 7680
+  // with 256. The average is all the host knows: when a few experts take most
+  // rows (random weights' own routing) 64 loses at 512 (9910 -> 8402).
+  const int gm = np <= 48 * e.n_held ? 64 : np >= 160 * e.n_held ? 256 : 128;
   launch(sort_pairs, 1, 1024, size_t(2 * e.n_held) * 4, s, ids, np, int(e.nu), e.slots, e.n_slots, int(e.n_held), gm,
          offsets, tiles, rows, pairs);
   check_launch("cuda.moe_experts (grouped: pairs by expert)", stream);
   // The most tiles a step can have: every matrix's last tile partial.
   const unsigned max_tiles = unsigned(ceil_div(np, gm) + std::min<int64_t>(e.n_held, np));
   GemmArgs g;
-  // One projection over every tile: 8 warps for 128-row tiles, 4 for 64.
+  // One projection over every tile: a warp per 16 rows of a tile.
   auto gemm = [&](GgmlType t, auto glu, unsigned n_blocks) {
     with_type(t, [&](auto tc) {
       constexpr GgmlType T = decltype(tc)::value;
       constexpr bool G = decltype(glu)::value;
-      if (gm == 64) launch(grouped_gemm<T, G, 64>, dim3(max_tiles, n_blocks), 128, 0, s, g);
-      else launch(grouped_gemm<T, G, 128>, dim3(max_tiles, n_blocks), 256, 0, s, g);
+      auto go = [&](auto rows) {
+        constexpr int GM = decltype(rows)::value;
+        constexpr size_t smem = grouped_smem<G, GM>();
+        if constexpr (smem > 48 * 1024) {
+          // Raised once per device (over 48 KB of shared memory).
+          static std::atomic<bool> raised[64];
+          int dev = 0;
+          cudaGetDevice(&dev);
+          if (dev >= 64 || !raised[dev].load()) {
+            cudaFuncSetAttribute(grouped_gemm<T, G, GM>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+            if (dev < 64) raised[dev].store(true);
+          }
+        }
+        launch(grouped_gemm<T, G, GM>, dim3(max_tiles, n_blocks), 2 * GM, smem, s, g);
+      };
+      if (gm == 64) go(std::integral_constant<int, 64>{});
+      else if (gm == 128) go(std::integral_constant<int, 128>{});
+      else go(std::integral_constant<int, 256>{});
     });
   };
   g.offsets = offsets;

@@ -411,9 +411,10 @@ TEST(CudaKernels, MoeExpertsOfASubsetBySlots) {
 // held to 2e-3), hence the looser tolerance there. Resident experts both with
 // the host's grouping (KT_CUDA_GROUPED_DEVICE=0) and with the default, the
 // grouping on the GPU (cuda_moe_grouped_gemm.cu: pairs sorted by a kernel,
-// every expert's products in one launch, all rows in f16 tiles): 128-row tiles
-// where the held experts average more than 48 pairs (200 and 300 rows), 64-row
-// ones below (100 rows: 27 an expert, some experts over several tiles).
+// every expert's products in one launch, all rows in f16 tiles): 64-row tiles
+// where the held experts average 48 pairs or fewer (100 rows: 27 an expert,
+// some experts over several tiles), 256-row ones from 160 (600 rows: 200),
+// 128 between (200 and 300 rows).
 TEST(CudaKernels, MoeExpertsGroupedStreamedAndResident) {
   KT_REQUIRE_GPU();
   SplitMix64 rng(36);
@@ -427,6 +428,7 @@ TEST(CudaKernels, MoeExpertsGroupedStreamedAndResident) {
                     E{GgmlType::Q4_K, GgmlType::Q6_K, 512, 256, 11, 3, 37, false},
                     E{GgmlType::Q4_K, GgmlType::Q6_K, 512, 256, 11, 3, 100, false},
                     E{GgmlType::Q8_0, GgmlType::Q5_0, 96, 64, 6, 2, 200, false},
+                    E{GgmlType::Q8_0, GgmlType::Q5_0, 96, 64, 6, 2, 600, false},
                     E{GgmlType::IQ4_XS, GgmlType::Q5_K, 256, 512, 9, 2, 300, true},
                     E{GgmlType::F32, GgmlType::F32, 64, 32, 5, 2, 20, false}}) {
     // Resident: the host's grouping (KT_CUDA_GROUPED_DEVICE=0, read when the
