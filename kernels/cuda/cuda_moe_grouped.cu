@@ -412,10 +412,11 @@ std::unique_ptr<Kernel> make_grouped(const CallSpec& s, bool streamed, int64_t m
   st.res.n_held = ne;
   // The default where it applies (KT_CUDA_GROUPED_DEVICE=0: the host's
   // grouping). With every expert busy, as a trained model's prompt keeps them,
-  // it is 1.06-2.2x the host's grouping, which launches ~15 kernels per chosen
-  // expert; the host's wins by 4-12% only when a few experts take most rows
-  // (random weights' own routing). It takes f16 tiles where the host's path
-  // takes int8 vector products (48 rows an expert and fewer): kernels/cuda/README.md.
+  // it is 1.06-2.6x the host's grouping, which launches ~15 kernels per chosen
+  // expert, and it wins under random weights' own routing (a few experts take
+  // most rows) too, but for V3-5L's 2048-token steps (-2.5%). It takes f16
+  // tiles where the host's path takes int8 vector products (48 rows an expert
+  // and fewer): kernels/cuda/README.md.
   const char* on = std::getenv("KT_CUDA_GROUPED_DEVICE");
   st.on_device = !streamed && s.rounding == Rounding::GgmlCpu && cuda::resident_experts_apply(st.res) &&
                  !(on && std::string(on) == "0");
