@@ -44,9 +44,16 @@ std::string regex_cost_problem(std::string_view p) {
   Group last_atom;                   // the atom a quantifier would repeat (a group's contents, or nothing)
   bool have_atom = false;
   int unbounded = 0;
+  // Quantifiers in a row: 1 after one, 2 after a lazy '?' behind it. ECMAScript
+  // forbids a quantifier on a quantifier (a**, a+*, a*{2}) but libstdc++ takes
+  // it as a repetition of a repetition: fuzz_rules' timeout, ".**" against a
+  // module path, backtracking without end.
+  int quantifiers = 0;
   for (size_t i = 0; i < p.size(); ++i) {
     const char c = p[i];
     bool quantifier = false, repeating = false, is_unbounded = false;
+    const int quantifiers_before = quantifiers;
+    quantifiers = 0;
     switch (c) {
       case '\\': {
         ++i;  // an escaped character is one atom
@@ -116,6 +123,15 @@ std::string regex_cost_problem(std::string_view p) {
         have_atom = true;
         continue;
     }
+    if (quantifier) {
+      if (quantifiers_before == 1 && c == '?') {
+        quantifiers = 2;  // lazy: a*?, a+?, a??, a{n,m}?
+        continue;
+      }
+      if (quantifiers_before > 0)
+        return "a quantifier follows a quantifier (like a** or a+*): write one (a lazy '?' may follow one)";
+      quantifiers = 1;
+    }
     if (!quantifier || !have_atom) continue;
     if (repeating && (last_atom.repeats || last_atom.alternates))
       return std::string("a repeated group holds ") + (last_atom.repeats ? "a repetition" : "alternatives") +
@@ -125,7 +141,7 @@ std::string regex_cost_problem(std::string_view p) {
       return "more than " + std::to_string(kMaxUnboundedRepeats) +
              " unbounded repetitions (*, +, {n,}): backtracking can take time of the path's length to their number";
     if (repeating) open.back().repeats = true;
-    last_atom = {};  // a quantified atom is not requantified (a*? is lazy, a** an error std::regex reports)
+    last_atom = {};  // a quantified atom is not requantified (quantifiers above)
   }
   return "";
 }

@@ -134,6 +134,21 @@ TEST(RuleFile, RegexCostBoundKeepsRealPatterns) {
   EXPECT_NE(rules::regex_cost_problem("^(m|o|d|e|l|\\.|[a-z0-9_])*$"), "");
 }
 
+// fuzz_rules' finding (2026-11-29, a timeout): libstdc++'s std::regex takes a
+// quantifier on a quantifier (".**", which ECMAScript forbids) as a repetition
+// of a repetition and backtracks without end against a module path. Refused;
+// a lazy '?' after one quantifier stays accepted.
+TEST(RuleFile, QuantifierOnAQuantifierIsRefused) {
+  for (const char* bad : {"^model\\.layers\\..**\\.self_attn$", "a+*", "a*+", "a*{2}", "a{2}*", "a???", "a*?*"})
+    EXPECT_NE(rules::regex_cost_problem(bad), "") << bad;
+  for (const char* ok : {"a*?", "a+?", "a??", "a{2,3}?", "(a*)?b", "a*b*", "[*+]*", "\\**"})
+    EXPECT_EQ(rules::regex_cost_problem(ok), "") << ok;
+  auto f = parse_rule_file("- match: {name: \"^model\\\\..**x$\"}\n  replace: {class: default}\n", "r.yaml");
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.error().message.find("r.yaml:1:"), std::string::npos) << f.error().message;
+  EXPECT_EQ(f.error().message.find('\n'), std::string::npos) << f.error().message;
+}
+
 // fuzz_rules' finding: std::regex reads a backreference's number into an int
 // without a check (UBSan: signed overflow inside libstdc++). A backreference
 // of more than 3 digits names no group: refused before std::regex sees it.
