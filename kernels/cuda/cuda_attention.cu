@@ -1,6 +1,5 @@
 // The split-K attention kernel (cuda_attention.cuh) and cuda.attention.
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 
 #include "kernels/cpu/ops_ref.h"
@@ -390,17 +389,7 @@ template <class E, int HPT, bool MLA>
 void launch_split(const AttnArgs& a, int64_t n_tokens, cudaStream_t s) {
   const Layout L(a, HPT, MLA);
   const size_t smem = size_t(L.total) * 4;
-  if (smem > 48 * 1024) {
-    // Raised once per device (and again only for a larger need): the call
-    // costs host time a decode step cannot spare.
-    static std::atomic<size_t> allowed[64];
-    int dev = 0;
-    cudaGetDevice(&dev);
-    if (dev >= 64 || allowed[dev].load() < smem) {
-      cudaFuncSetAttribute(attn_split<E, HPT, MLA>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
-      if (dev < 64) allowed[dev].store(smem);
-    }
-  }
+  allow_shared_memory<attn_split<E, HPT, MLA>>(smem);
   const dim3 grid(unsigned(a.n_split), unsigned(ceil_div(a.n_heads, a.gh)), unsigned(n_tokens));
   launch(attn_split<E, HPT, MLA>, grid, kThreads, smem, s, a);
 }

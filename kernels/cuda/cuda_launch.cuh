@@ -30,6 +30,7 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 #include <utility>
 
@@ -53,6 +54,21 @@ void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaS
   cfg.attrs = attr;
   cfg.numAttrs = pdl_enabled() ? 1 : 0;
   (void)cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
+// Lets kernel K (one instantiation) take `bytes` of dynamic shared memory past
+// the 48 KB default: raised once per device, and again only for a larger need
+// (cudaFuncSetAttribute costs host time a decode step cannot spare).
+template <auto K>
+void allow_shared_memory(size_t bytes) {
+  if (bytes <= 48 * 1024) return;
+  static std::atomic<size_t> allowed[64];
+  int dev = 0;
+  cudaGetDevice(&dev);
+  if (dev >= 64 || allowed[dev].load() < bytes) {
+    cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+    if (dev < 64) allowed[dev].store(bytes);
+  }
 }
 
 // Waits until the kernels this one depends on have ended and their writes are

@@ -395,14 +395,7 @@ std::atomic<uint64_t> g_launches{0};
 template <class E, int NBW>
 void launch_typed(const AttnArgs& a, int64_t n_tokens, cudaStream_t s) {
   const size_t smem = size_t(MmaLayout(128 * NBW, a.dk - a.dv).total);
-  // Raised once per device (a prompt's chunks call this once a layer).
-  static std::atomic<size_t> allowed[64];
-  int dev = 0;
-  cudaGetDevice(&dev);
-  if (dev >= 64 || allowed[dev].load() < smem) {
-    cudaFuncSetAttribute(mla_attn_mma<E, NBW>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
-    if (dev < 64) allowed[dev].store(smem);
-  }
+  allow_shared_memory<mla_attn_mma<E, NBW>>(smem);
   const int64_t n_rows = n_tokens * a.n_heads;
   launch(mla_attn_mma<E, NBW>, unsigned(ceil_div(n_rows, kRows)), kMmaThreads, smem, s, a, n_rows);
 }

@@ -9,7 +9,7 @@
 //      activations, once for all experts);
 //   2. the pairs counted and sorted by held matrix (one block; order within an
 //      expert is free: each row's products do not depend on the others');
-//   3. gate and up of every (expert, tile of 64 or 128 rows, 64 columns) in one grid,
+//   3. gate and up of every (expert, tile of 64, 128 or 256 rows, 64 columns) in one grid,
 //      SwiGLU in the epilogue, rows in sorted order;
 //   4. those rows rounded and scaled for down (as step 1);
 //   5. down, written to each pair's row.
@@ -297,16 +297,7 @@ void run_resident_experts(const ResidentExperts& e, const float* x, int64_t n_to
       auto go = [&](auto rows) {
         constexpr int GM = decltype(rows)::value;
         constexpr size_t smem = grouped_smem<G, GM>();
-        if constexpr (smem > 48 * 1024) {
-          // Raised once per device (over 48 KB of shared memory).
-          static std::atomic<bool> raised[64];
-          int dev = 0;
-          cudaGetDevice(&dev);
-          if (dev >= 64 || !raised[dev].load()) {
-            cudaFuncSetAttribute(grouped_gemm<T, G, GM>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
-            if (dev < 64) raised[dev].store(true);
-          }
-        }
+        allow_shared_memory<grouped_gemm<T, G, GM>>(smem);
         launch(grouped_gemm<T, G, GM>, dim3(max_tiles, n_blocks), 2 * GM, smem, s, g);
       };
       if (gm == 64) go(std::integral_constant<int, 64>{});

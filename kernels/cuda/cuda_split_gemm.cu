@@ -12,7 +12,6 @@
 // (cuda_bench_test G: V2-Lite 0.81 of a 1.34 ms call, 0.18 after).
 #include "kernels/cuda/cuda_split_gemm.cuh"
 
-#include <atomic>
 
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_launch.cuh"
@@ -175,14 +174,7 @@ void launch_split_gemm(const SplitGemmArgs& p, GgmlType w_type, int n_mats, void
                   unsigned(ceil_div(p.n_rows, kBM)));
   with_type(w_type, [&](auto tc) {
     constexpr GgmlType T = decltype(tc)::value;
-    // Raised once per device and type (over 48 KB of shared memory).
-    static std::atomic<bool> raised[64];
-    int dev = 0;
-    cudaGetDevice(&dev);
-    if (dev >= 64 || !raised[dev].load()) {
-      cudaFuncSetAttribute(split_gemm_mma<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSplitSmem));
-      if (dev < 64) raised[dev].store(true);
-    }
+    allow_shared_memory<split_gemm_mma<T>>(kSplitSmem);
     launch(split_gemm_mma<T>, grid, kSplitThreads, kSplitSmem, s, p);
   });
 }

@@ -459,11 +459,12 @@ TEST(CudaKernels, MoeExpertsGroupedStreamedAndResident) {
         }
       }
       int64_t held = e.ne;
+      kern::Param slots;  // router id -> held slice; all held unless a subset
+      slots.key = "expert_slots";
+      for (int64_t x = 0; x < e.ne; ++x) slots.ints.push_back(x);
       if (e.subset) {
         // Slices 0..3 hold experts 7, 1, 4, 0; the rest are elsewhere.
         held = 4;
-        kern::Param slots;
-        slots.key = "expert_slots";
         slots.ints.assign(size_t(e.ne), -1);
         slots.ints[7] = 0, slots.ints[1] = 1, slots.ints[4] = 2, slots.ints[0] = 3;
         c.params.push_back(slots);
@@ -480,7 +481,7 @@ TEST(CudaKernels, MoeExpertsGroupedStreamedAndResident) {
       for (int32_t x : ids) ++per[size_t(x)];
       int64_t most = 0;
       for (int64_t x = 0; x < e.ne; ++x)
-        if (!e.subset || x == 7 || x == 1 || x == 4 || x == 0) most = std::max(most, per[size_t(x)]);
+        if (slots.ints[size_t(x)] >= 0) most = std::max(most, per[size_t(x)]);
       const bool tiles = e.gu != GgmlType::F32 && most > cuda::MatmulOp::kVectorRows;
       const std::string how = streamed ? "streamed" : on_device ? "grouped on the GPU" : "grouped";
       const uint64_t runs = cuda::resident_experts_runs();
