@@ -53,7 +53,9 @@ struct Act {
 //    KTransformers' AMXInt8), one matrix per slice, i8_matrix_bytes(ne[0],
 //    ne[1]) apart. `host` and nb still describe the file's bytes, which the
 //    reference kernels read. Only factories that say so take it (Binder).
-enum class WeightLayout { Gguf, Int8 };
+//  Int4: the same with matmul_i8's int4 blocks (KTransformers' AMXInt4), one
+//    matrix per slice, i8_matrix_bytes(ne[0], ne[1], WeightBits::Int4) apart.
+enum class WeightLayout { Gguf, Int8, Int4 };
 
 struct WeightView {
   const void* data = nullptr;

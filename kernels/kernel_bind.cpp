@@ -89,8 +89,9 @@ bool Binder::weight_computable(size_t k) {
 bool Binder::layouts_ok() {
   for (size_t k = 0; k < s_.weights.size(); ++k) {
     const WeightView& w = s_.weights[k];
-    if (w.layout == WeightLayout::Gguf || (w.layout == WeightLayout::Int8 && k < 32 && (int8_ok_ >> k) & 1)) continue;
-    return check(false, "weight '", std::string(w.name), "' is repacked to int8, which ", std::string(s_.kernel),
+    if (w.layout == WeightLayout::Gguf || (k < 32 && (repacked_ok_ >> k) & 1)) continue;
+    return check(false, "weight '", std::string(w.name), "' is repacked to ",
+                 w.layout == WeightLayout::Int4 ? "int4" : "int8", ", which ", std::string(s_.kernel),
                  " does not read (only the routed experts take it)");
   }
   return true;

@@ -59,9 +59,10 @@ class Binder {
   // The weight's type has reference kernels.
   bool weight_computable(size_t k);
 
-  // Weight k may come repacked (WeightLayout::Int8): the factory reads it so.
-  // Any other weight not in the file's layout fails the bind in done().
-  void accept_int8(size_t k) { int8_ok_ |= 1u << k; }
+  // Weight k may come repacked (WeightLayout::Int8 or Int4): the factory
+  // reads it so. Any other weight not in the file's layout fails the bind in
+  // done().
+  void accept_repacked(size_t k) { repacked_ok_ |= 1u << k; }
 
   // The factory's return value: the kernel when every check passed, else null.
   template <class K>
@@ -76,7 +77,7 @@ class Binder {
   const CallSpec& s_;
   std::string* error_;
   bool ok_ = true;
-  uint32_t int8_ok_ = 0;
+  uint32_t repacked_ok_ = 0;
 };
 
 }  // namespace kt::kern

@@ -92,12 +92,16 @@ mlir::FailureOr<Value> Lowering::moe(ModuleInterface m, const Value& x) {
   const std::string edev = device_of(experts), dev = device_of(m);
   const std::string epath = experts.getPath().str();
   const int64_t n_expert = experts.getGateProj().dim(2);
-  // KTransformers' `backend: "AMXInt8"`: the CPU's experts repacked to int8 at
-  // load (kernels/cpu/matmul_i8.h); a streamed call (the GPU reading them from
-  // host memory) takes the file's bytes.
-  const bool int8 = option_str(experts, "backend") == "AMXInt8" && kind_of(edev) == "cpu";
+  // KTransformers' `backend: "AMXInt8"` / "AMXInt4": the CPU's experts
+  // repacked to int8 / int4 at load (kernels/cpu/matmul_i8.h); a streamed call
+  // (the GPU reading them from host memory) takes the file's bytes.
+  const llvm::StringRef backend = option_str(experts, "backend");
+  const llvm::StringRef repacked = kind_of(edev) != "cpu" ? ""
+                                   : backend == "AMXInt8" ? "int8"
+                                   : backend == "AMXInt4" ? "int4"
+                                                          : "";
   auto cpu_weights = [&](bool streamed = false) {
-    const llvm::StringRef layout = int8 && !streamed ? "int8" : "gguf";
+    const llvm::StringRef layout = !repacked.empty() && !streamed ? repacked : "gguf";
     return llvm::SmallVector<std::string>{weight(experts.getGateProj(), edev, {}, layout),
                                           weight(experts.getUpProj(), edev, {}, layout),
                                           weight(experts.getDownProj(), edev, {}, layout)};

@@ -55,10 +55,11 @@ std::string Lowering::weight(ir::WeightAttr w, const std::string& device, llvm::
   for (int64_t d : w.getShape()) elems *= uint64_t(d);
   if (!matrices.empty() && w.getShape().size() == 3) elems = elems / uint64_t(w.getShape()[2]) * matrices.size();
   int64_t bytes = t ? int64_t(t->row_bytes(int64_t(elems))) : 0;
-  if (layout == "int8") {  // matmul_i8's blocks, per matrix
+  if (layout == "int8" || layout == "int4") {  // matmul_i8's blocks, per matrix
     auto shape = w.getShape();
     const int64_t n_mat = matrices.empty() ? (shape.size() > 2 ? shape[2] : 1) : int64_t(matrices.size());
-    bytes = int64_t(kt::cpu::i8_matrix_bytes(shape[0], shape.size() > 1 ? shape[1] : 1)) * n_mat;
+    const auto bits = layout == "int4" ? kt::cpu::WeightBits::Int4 : kt::cpu::WeightBits::Int8;
+    bytes = int64_t(kt::cpu::i8_matrix_bytes(shape[0], shape.size() > 1 ? shape[1] : 1, bits)) * n_mat;
   }
   const std::string sym = "w" + std::to_string(weights_.size());
   ensure_device(device);
@@ -126,7 +127,11 @@ mlir::FailureOr<Value> Lowering::linear(ModuleInterface m, const Value& x) {
     // `backend: "AMXInt8"` on a linear layer: prefill's steps (the same row
     // count as AMXBF16's) requantize W to int8 per call (cpu.matmul's
     // int8_rows); the routed experts take AMXInt8 as their repacked layout.
-    if (option_str(m, "backend") == "AMXInt8") params.push_back(param("int8_rows", kInt8Rows));
+    // "AMXInt4" here does the same: W is read from the file each call, so
+    // int4 would save no bytes, only lose accuracy (the tiles are int8's
+    // either way); on the experts it is their repacked layout.
+    const llvm::StringRef backend = option_str(m, "backend");
+    if (backend == "AMXInt8" || backend == "AMXInt4") params.push_back(param("int8_rows", kInt8Rows));
   }
   call(m, "matmul", dev, {x}, {y}, ws, params);
   return y;

@@ -24,9 +24,9 @@ using mlir::NamedAttribute;
 // it, decoding the weights to BF16 costs more than the tiles save (measured on
 // the device's Xeon, kernels/cpu/README.md).
 constexpr int64_t kBf16Rows = 32;
-// backend "AMXInt8" on a linear layer: the fewest of a step's rows that
-// requantize its weights to int8 per call (per weight, against the tiles' per
-// weight and row).
+// backend "AMXInt8" (or "AMXInt4") on a linear layer: the fewest of a step's
+// rows that requantize its weights to int8 per call (per weight, against the
+// tiles' per weight and row).
 constexpr int64_t kInt8Rows = 32;
 
 // A value of the computation: a buffer of the current phase.
@@ -75,7 +75,8 @@ class Lowering {
   Value buffer(const std::string& path, llvm::StringRef what, const std::string& device, int64_t cols,
                llvm::StringRef type = "F32", llvm::StringRef rows = "tokens");
   // `matrices`: only these slices of a 3-D weight (hot experts on a GPU).
-  // layout "int8": repacked by the runtime at load (KTransformers' AMXInt8 experts).
+  // layout "int8" / "int4": repacked by the runtime at load (KTransformers'
+  // AMXInt8 / AMXInt4 experts).
   std::string weight(ir::WeightAttr w, const std::string& device, llvm::ArrayRef<int64_t> matrices = {},
                      llvm::StringRef layout = "gguf");
   mlir::NamedAttribute param(llvm::StringRef k, int64_t v) { return b_.getNamedAttr(k, b_.getI64IntegerAttr(v)); }

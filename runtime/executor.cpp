@@ -143,7 +143,7 @@ Status Executor::Impl::bind_weights() {
                    gguf.path(), ", the plan expects another");
     }
     const std::string_view layout = w->layout() ? w->layout()->string_view() : "gguf";
-    if (layout != "gguf" && layout != "int8")
+    if (layout != "gguf" && layout != "int8" && layout != "int4")
       return err(plan.path(), ": weight '", printable(name), "': layout '", printable(layout), "' is unknown");
     kern::WeightView v;
     v.data = t->data;
@@ -186,28 +186,36 @@ Status Executor::Impl::bind_weights() {
         std::memcpy(host_copies.back().data() + i * v.nb[2], t->data + uint64_t(mats[i]) * v.nb[2], v.nb[2]);
       v.data = v.host = host_copies.back().data();
     }
-    if (layout == "int8") KT_TRY(repack_int8(name, dev, v));
+    if (layout == "int8") KT_TRY(repack_weight(name, dev, kern::WeightLayout::Int8, v));
+    if (layout == "int4") KT_TRY(repack_weight(name, dev, kern::WeightLayout::Int4, v));
     weights.push_back(v);
   }
   return ok_status();
 }
 
-// A CPU weight whose plan layout is "int8" (KTransformers' AMXInt8 experts):
-// repacked once, here, for every call that reads it (kernels/cpu/matmul_i8.h);
-// the mapping stays what `host` points at, for the reference kernels.
-Status Executor::Impl::repack_int8(const std::string& name, const DeviceState& dev, kern::WeightView& v) {
+// A CPU weight whose plan layout is "int8" or "int4" (KTransformers' AMXInt8
+// or AMXInt4 experts): repacked once, here, for every call that reads it
+// (kernels/cpu/matmul_i8.h); the mapping stays what `host` points at, for the
+// reference kernels.
+Status Executor::Impl::repack_weight(const std::string& name, const DeviceState& dev, kern::WeightLayout to,
+                                     kern::WeightView& v) {
+  const bool int4 = to == kern::WeightLayout::Int4;
+  const cpu::WeightBits bits = int4 ? cpu::WeightBits::Int4 : cpu::WeightBits::Int8;
+  const char* layout = int4 ? "int4" : "int8";
   if (dev.api)
-    return err(plan.path(), ": weight '", printable(name), "': layout 'int8' is for CPU weights, not ", dev.name);
+    return err(plan.path(), ": weight '", printable(name), "': layout '", layout, "' is for CPU weights, not ",
+               dev.name);
   if (!type_traits(v.type).supported() || v.ne[3] != 1)
-    return err(plan.path(), ": weight '", printable(name), "': layout 'int8' takes 2-D or 3-D weights of a type "
-               "with reference kernels, not ", type_name(v.type), " ", v.ne[0], "x", v.ne[1], "x", v.ne[2], "x",
+    return err(plan.path(), ": weight '", printable(name), "': layout '", layout, "' takes 2-D or 3-D weights of a "
+               "type with reference kernels, not ", type_name(v.type), " ", v.ne[0], "x", v.ne[1], "x", v.ne[2], "x",
                v.ne[3]);
-  const uint64_t bytes = uint64_t(cpu::i8_matrix_bytes(v.ne[0], v.ne[1])) * uint64_t(v.ne[2]);
-  auto m = HostMemory::allocate(bytes, "weight '" + printable(name) + "' repacked to int8", "");
+  const uint64_t bytes = uint64_t(cpu::i8_matrix_bytes(v.ne[0], v.ne[1], bits)) * uint64_t(v.ne[2]);
+  auto m = HostMemory::allocate(bytes, "weight '" + printable(name) + "' repacked to " + layout, "");
   if (!m.ok()) return err(plan.path(), ": ", m.error().message);
-  cpu::repack_i8_matrices(v.type, v.data, v.nb[1], v.nb[2], v.ne[0], v.ne[1], v.ne[2], m->data(), pool->n_threads());
+  cpu::repack_i8_matrices(v.type, v.data, v.nb[1], v.nb[2], v.ne[0], v.ne[1], v.ne[2], m->data(), pool->n_threads(),
+                          bits);
   v.data = m->data();
-  v.layout = kern::WeightLayout::Int8;
+  v.layout = to;
   host_repacked.push_back(std::move(*m));
   return ok_status();
 }

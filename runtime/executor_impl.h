@@ -172,7 +172,7 @@ struct Executor::Impl {
   std::vector<std::unique_ptr<DeviceState>> devices;
   std::vector<kern::WeightView> weights;
   std::vector<std::vector<uint8_t>> host_copies;  // CPU weights holding a subset of a tensor's matrices
-  std::vector<HostMemory> host_repacked;           // CPU weights repacked to int8 (layout "int8")
+  std::vector<HostMemory> host_repacked;           // CPU weights repacked (layout "int8" or "int4")
   std::vector<kern::Act> buffers;
   std::vector<plan::RowKind> row_kinds;
   std::vector<HostMemory> kv_memory;
@@ -217,7 +217,8 @@ struct Executor::Impl {
   void populate_cpu_weights();
   Status check_device_memory() const;
   Status bind_weights();
-  Status repack_int8(const std::string& name, const DeviceState& dev, kern::WeightView& v);
+  // `to`: WeightLayout::Int8 or Int4 (the plan's layout "int8" or "int4").
+  Status repack_weight(const std::string& name, const DeviceState& dev, kern::WeightLayout to, kern::WeightView& v);
   Status allocate();
   Status bind_calls();
   Status check_batch(const Batch& b, const BoundPhase& ph) const;

@@ -122,6 +122,9 @@ if [ "${KT_PACK_BENCH:-1}" = 1 ] && [ -x "$compile" ]; then
   synth v2lite --like deepseek-v2-lite --mla-split
   bplan v2lite cpu --gpu-mem 0
   bplan v2lite cpu-bf16 rules/cpu-only-amx-bf16.yaml
+  # KTransformers' AMXInt8 / AMXInt4: the CPU's experts repacked at load.
+  bplan v2lite cpu-int8 rules/cpu-only-amx-int8.yaml
+  bplan v2lite cpu-int4 rules/cpu-only-amx-int4.yaml
   bplan v2lite hybrid rules/deepseek-v2-lite-hybrid.yaml
   # The same without streamed experts: long prefill with the CPU's GEMMs.
   bplan v2lite hybrid-nostream rules/deepseek-v2-lite-hybrid.yaml --stream-experts off

@@ -4,8 +4,9 @@
 # with MLA absorbed and decompressed, into OUT/<model>-<form>.ktp, and for the
 # MoE models OUT/<model>-defer1.ktp (--defer-experts 1) and OUT/<model>-split.ktp
 # (--split-experts-test: the hot-expert split on the CPU), and for the quantized
-# MoE models OUT/<model>-bf16.ktp (rules/cpu-only-amx-bf16.yaml) and
-# OUT/<model>-int8.ktp (rules/cpu-only-amx-int8.yaml).
+# MoE models OUT/<model>-bf16.ktp (rules/cpu-only-amx-bf16.yaml),
+# OUT/<model>-int8.ktp (rules/cpu-only-amx-int8.yaml) and OUT/<model>-int4.ktp
+# (rules/cpu-only-amx-int4.yaml).
 # The KV cache is F32, as llama.cpp's non-absorbed MLA graph keeps the latent
 # in float (its F16 rounding of K and V is mirrored by the reference kernels).
 set -euo pipefail
@@ -40,9 +41,11 @@ for f in "$models"/tiny-*.gguf; do
     *) mla=auto; [ "${forms%% *}" = plain ] || mla=${forms%% *}
        "$compile" "$f" "$(dirname "$0")/../rules/cpu-only-amx-bf16.yaml" --kv-type f32 --mla "$mla" --ctx 512 \
          -o "$out/$m-bf16.ktp"
-       # KTransformers' AMXInt8: the experts repacked to int8 at load.
+       # KTransformers' AMXInt8 / AMXInt4: the experts repacked to int8 / int4 at load.
        "$compile" "$f" "$(dirname "$0")/../rules/cpu-only-amx-int8.yaml" --kv-type f32 --mla "$mla" --ctx 512 \
-         -o "$out/$m-int8.ktp" ;;
+         -o "$out/$m-int8.ktp"
+       "$compile" "$f" "$(dirname "$0")/../rules/cpu-only-amx-int4.yaml" --kv-type f32 --mla "$mla" --ctx 512 \
+         -o "$out/$m-int4.ktp" ;;
   esac
 done
 echo "compiled $(ls "$out"/*.ktp | wc -l) plans from $models"

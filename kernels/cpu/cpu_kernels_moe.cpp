@@ -20,11 +20,14 @@
 //   sums each token's experts in the reference's order. Param bf16_rows (> 0):
 //   an expert with at least that many of the step's rows computes in BF16
 //   (matmul_bf16.h; KTransformers' AMXBF16), its rows packed as BF16 tiles.
-//   Weights repacked at load (WeightLayout::Int8; KTransformers' AMXInt8,
-//   all three or none): every product is matmul_i8's, at decode too, and the
-//   reference computes with ref::ActRounding::Int8 from the file's bytes.
+//   Weights repacked at load (WeightLayout::Int8 or Int4; KTransformers'
+//   AMXInt8 or AMXInt4, all three alike or none): every product is
+//   matmul_i8's, at decode too, and the reference computes with
+//   ref::ActRounding::Int8 or Int4 from the file's bytes.
 #include <algorithm>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
@@ -181,11 +184,16 @@ class MoeExperts final : public Kernel {
 
 class MoeExpertsFast final : public Kernel {
  public:
-  MoeExpertsFast(GgmlType gate, GgmlType up, GgmlType down, ExpertSlots slots, int64_t bf16_rows, bool i8)
-      : impl_(i8 ? std::string("int8 ") + cpu::matmul_i8_impl() : fast_matmul_impl(gate, bf16_rows)),
+  // repacked: the weights' matmul_i8 values (WeightLayout::Int8 or Int4), or
+  // none for the file's blocks.
+  MoeExpertsFast(GgmlType gate, GgmlType up, GgmlType down, ExpertSlots slots, int64_t bf16_rows,
+                 std::optional<cpu::WeightBits> repacked)
+      : impl_(!repacked ? fast_matmul_impl(gate, bf16_rows)
+                        : std::string(*repacked == cpu::WeightBits::Int4 ? "int4 " : "int8 ") + cpu::matmul_i8_impl()),
         slots_(std::move(slots)),
         bf16_rows_(bf16_rows),
-        i8_(i8) {
+        i8_(repacked.has_value()),
+        bits_(repacked.value_or(cpu::WeightBits::Int8)) {
     same_act_ = i8_ || (cpu::act_row_bytes(gate, 256) == cpu::act_row_bytes(up, 256) && gate == up);
   }
   std::string_view impl() const override { return impl_; }
@@ -298,10 +306,10 @@ class MoeExpertsFast final : public Kernel {
                        int64_t n_in, float* out, int64_t n_out, int64_t o0, int64_t o1) {
       const int64_t r0 = count_[size_t(e)], m = count_[size_t(e) + 1] - r0;
       if (i8_) {
-        const uint8_t* mat = wv.bytes() + size_t(e) * cpu::i8_matrix_bytes(n_in, n_out);
+        const uint8_t* mat = wv.bytes() + size_t(e) * cpu::i8_matrix_bytes(n_in, n_out, bits_);
         cpu::matmul_i8(mat, n_in, n_out, xq + size_t(r0) * arb,
                        off[size_t(e)] != kNoTiles ? tiles + off[size_t(e)] : nullptr, m, out + r0 * n_out, n_out, o0,
-                       o1);
+                       o1, bits_);
       } else if (b16_off[size_t(e)] != kNoTiles)
         cpu::matmul_bf16(wv.type, wv.mat(e), wv.row_bytes(), n_in, b16 + b16_off[size_t(e)], m, out + r0 * n_out,
                          n_out, o0, o1);
@@ -398,7 +406,8 @@ class MoeExpertsFast final : public Kernel {
   }
 
   // A row of activations for a matrix of type t, and its quantization: the
-  // type's 8-bit blocks, or int8 chunks for the repacked experts.
+  // type's 8-bit blocks, or int8 chunks for the repacked experts (int8 or int4
+  // weights alike).
   size_t act_bytes(GgmlType t, int64_t n) const { return i8_ ? cpu::i8_act_row_bytes(n) : cpu::act_row_bytes(t, n); }
   void quantize(GgmlType t, const float* x, int64_t n, uint8_t* dst) const {
     if (i8_) cpu::quantize_acts_i8(x, n, 1, n, dst);
@@ -408,7 +417,8 @@ class MoeExpertsFast final : public Kernel {
   std::string impl_;  // matmul_q's kernel, and matmul_bf16's where bf16_rows asks for it
   ExpertSlots slots_;
   int64_t bf16_rows_;
-  bool i8_;  // the weights are repacked to int8 (WeightLayout::Int8)
+  bool i8_;  // the weights are repacked (WeightLayout::Int8 or Int4): matmul_i8's products
+  cpu::WeightBits bits_;  // their values, when i8_
   std::vector<size_t> tile_gate_, tile_up_, tile_down_, bf16_off_, bf16_h_off_;
   std::vector<uint8_t> row_bf16_;
   bool same_act_ = false;
@@ -442,20 +452,33 @@ std::unique_ptr<Kernel> make_cpu_moe_experts(const CallSpec& s, std::string* err
   const GgmlType tg = s.weights[0].type, tu = s.weights[1].type, td = s.weights[2].type;
   const int64_t bf16_rows = b.i("bf16_rows", 0);
   if (!b.check(bf16_rows >= 0, "bf16_rows must be >= 0")) return nullptr;
-  const bool int8 = s.weights[0].layout == WeightLayout::Int8;
+  // Repacked (int8 or int4): all three alike, as one operator reads them.
+  const WeightLayout layout = s.weights[0].layout;
+  auto repacked_name = [](WeightLayout l) { return l == WeightLayout::Int4 ? "int4" : "int8"; };
   for (size_t k = 0; k < 3; ++k) {
-    b.check((s.weights[k].layout == WeightLayout::Int8) == int8, "weights '", std::string(s.weights[0].name),
-            "' and '", std::string(s.weights[k].name), "': repacked to int8 one and not the other");
-    b.accept_int8(k);
+    WeightLayout l0 = layout, lk = s.weights[k].layout;
+    if (l0 == WeightLayout::Gguf) std::swap(l0, lk);
+    b.check(lk == l0, "weights '", std::string(s.weights[0].name), "' and '", std::string(s.weights[k].name),
+            "': repacked to ", repacked_name(l0),
+            lk == WeightLayout::Gguf ? std::string(" one and not the other")
+                                     : std::string(" one and to ") + repacked_name(lk) + " the other");
+    b.accept_repacked(k);
   }
-  if (!b.check(!int8 || bf16_rows == 0, "experts repacked to int8 take no bf16_rows")) return nullptr;
-  // Repacked experts have one arithmetic (int8), so the call's rounding does
-  // not choose between the kernels; only asking for the reference does.
-  const bool fast = int8 ? s.impl == Impl::Fast
-                         : use_fast_matmul(s, tg) && use_fast_matmul(s, tu) && use_fast_matmul(s, td);
-  if (fast) return b.done(std::make_unique<MoeExpertsFast>(tg, tu, td, std::move(slots), bf16_rows, int8));
-  return b.done(std::make_unique<MoeExperts>(int8 ? ref::ActRounding::Int8 : act_rounding(s.rounding),
-                                             std::move(slots), bf16_rows));
+  std::optional<cpu::WeightBits> repacked;
+  if (layout == WeightLayout::Int8) repacked = cpu::WeightBits::Int8;
+  if (layout == WeightLayout::Int4) repacked = cpu::WeightBits::Int4;
+  if (!b.check(!repacked || bf16_rows == 0, "experts repacked to ", repacked_name(layout), " take no bf16_rows"))
+    return nullptr;
+  // Repacked experts have one arithmetic (int8 or int4 weights by int8
+  // activations), so the call's rounding does not choose between the kernels;
+  // only asking for the reference does.
+  const bool fast = repacked ? s.impl == Impl::Fast
+                             : use_fast_matmul(s, tg) && use_fast_matmul(s, tu) && use_fast_matmul(s, td);
+  if (fast) return b.done(std::make_unique<MoeExpertsFast>(tg, tu, td, std::move(slots), bf16_rows, repacked));
+  const ref::ActRounding rounding = !repacked ? act_rounding(s.rounding)
+                                    : *repacked == cpu::WeightBits::Int4 ? ref::ActRounding::Int4
+                                                                         : ref::ActRounding::Int8;
+  return b.done(std::make_unique<MoeExperts>(rounding, std::move(slots), bf16_rows));
 }
 
 }  // namespace kt::kern

@@ -20,11 +20,48 @@ using ref::quantize_chunk_i8;
 
 int64_t i8_chunks(int64_t n_in) { return (n_in + kI8Chunk - 1) / kI8Chunk; }
 int64_t i8_row_blocks(int64_t n_out) { return (n_out + 15) / 16; }
-size_t i8_matrix_bytes(int64_t n_in, int64_t n_out) {
-  return size_t(i8_row_blocks(n_out)) * size_t(i8_chunks(n_in)) * kI8BlockBytes;
+size_t i8_matrix_bytes(int64_t n_in, int64_t n_out, WeightBits bits) {
+  return size_t(i8_row_blocks(n_out)) * size_t(i8_chunks(n_in)) * i8_block_bytes(bits);
 }
 
-void repack_i8_rows(GgmlType type, const void* w, uint64_t w_row_bytes, int64_t n_in, int64_t rows, void* dst) {
+namespace {
+
+// Int4: each row decoded, then each chunk quantized by the reference
+// (ref::quantize_chunk_i4) and stored as q + 8, two values a byte.
+void repack_i4_rows(GgmlType type, const void* w, uint64_t w_row_bytes, int64_t n_in, int64_t rows, void* dst) {
+  const int64_t nc = i8_chunks(n_in);
+  std::vector<float> row(static_cast<size_t>(n_in));
+  int8_t q[256];
+  for (int64_t rb = 0; rb < i8_row_blocks(rows); ++rb) {
+    uint8_t* blocks = static_cast<uint8_t*>(dst) + size_t(rb * nc) * kI4BlockBytes;
+    for (int64_t c = 0; c < nc; ++c) {  // zero values (8) and zero scales and sums where no row is
+      std::memset(blocks + size_t(c) * kI4BlockBytes, 0x88, 2048);
+      std::memset(blocks + size_t(c) * kI4BlockBytes + 2048, 0, 128);
+    }
+    for (int r = 0; r < 16 && rb * 16 + r < rows; ++r) {
+      kern::vec::dequant(type, static_cast<const uint8_t*>(w) + uint64_t(rb * 16 + r) * w_row_bytes, row.data(), n_in);
+      for (int64_t c = 0; c < nc; ++c) {
+        const int64_t n = std::min<int64_t>(kI8Chunk, n_in - c * kI8Chunk);
+        std::fill(q, q + 256, int8_t(0));
+        const float d = ref::quantize_chunk_i4(row.data() + c * kI8Chunk, n, q);
+        uint8_t* b = blocks + size_t(c) * kI4BlockBytes;
+        int32_t s = 0;
+        for (int j = 0; j < 128; ++j) {
+          b[r * 128 + j] = uint8_t((q[j] + 8) | ((q[j + 128] + 8) << 4));
+          s += q[j] + q[j + 128];
+        }
+        std::memcpy(b + 2048 + 4 * r, &d, 4);
+        std::memcpy(b + 2048 + 64 + 4 * r, &s, 4);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void repack_i8_rows(GgmlType type, const void* w, uint64_t w_row_bytes, int64_t n_in, int64_t rows, void* dst,
+                    WeightBits bits) {
+  if (bits == WeightBits::Int4) return repack_i4_rows(type, w, w_row_bytes, n_in, rows, dst);
   const int64_t nc = i8_chunks(n_in);
   // A row decoded (the reference decoders' floats, vector where the CPU has
   // them), then quantized as an activation row is: the same q and d.
@@ -50,24 +87,24 @@ void repack_i8_rows(GgmlType type, const void* w, uint64_t w_row_bytes, int64_t 
 }
 
 void repack_i8(GgmlType type, const void* w, uint64_t w_row_bytes, int64_t n_in, int64_t n_out, void* dst,
-               int64_t rb_begin, int64_t rb_end) {
+               int64_t rb_begin, int64_t rb_end, WeightBits bits) {
   const int64_t r0 = rb_begin * 16, r1 = std::min(n_out, rb_end * 16);
   if (r0 >= r1) return;
   repack_i8_rows(type, static_cast<const uint8_t*>(w) + uint64_t(r0) * w_row_bytes, w_row_bytes, n_in, r1 - r0,
-                 static_cast<uint8_t*>(dst) + size_t(rb_begin * i8_chunks(n_in)) * kI8BlockBytes);
+                 static_cast<uint8_t*>(dst) + size_t(rb_begin * i8_chunks(n_in)) * i8_block_bytes(bits), bits);
 }
 
 void repack_i8_matrices(GgmlType type, const void* w, uint64_t w_row_bytes, uint64_t w_mat_bytes, int64_t n_in,
-                        int64_t n_out, int64_t n_mat, void* dst, int n_threads) {
+                        int64_t n_out, int64_t n_mat, void* dst, int n_threads, WeightBits bits) {
   // Items of (matrix, 16 blocks of 16 rows), taken from a counter.
   const int64_t nrb = i8_row_blocks(n_out), per = (nrb + 15) / 16, n_items = n_mat * per;
-  const size_t mb = i8_matrix_bytes(n_in, n_out);
+  const size_t mb = i8_matrix_bytes(n_in, n_out, bits);
   std::atomic<int64_t> next{0};
   auto work = [&] {
     for (int64_t i; (i = next.fetch_add(1)) < n_items;) {
       const int64_t e = i / per, rb0 = i % per * 16;
       repack_i8(type, static_cast<const uint8_t*>(w) + uint64_t(e) * w_mat_bytes, w_row_bytes, n_in, n_out,
-                static_cast<uint8_t*>(dst) + size_t(e) * mb, rb0, std::min(nrb, rb0 + 16));
+                static_cast<uint8_t*>(dst) + size_t(e) * mb, rb0, std::min(nrb, rb0 + 16), bits);
     }
   };
   std::vector<std::thread> threads;
@@ -107,25 +144,32 @@ void tile_acts_i8(const void* xq, int64_t n_in, int64_t n_batch, void* dst) {
 
 namespace {
 
+// Value k (of 256) of row r in a block of the given bits.
+inline int32_t weight_value(const uint8_t* blk, int r, int k, WeightBits bits) {
+  if (bits == WeightBits::Int8) return int8_t(blk[r * 256 + k]);
+  const uint8_t u = blk[r * 128 + k % 128];
+  return int32_t(k < 128 ? u & 15 : u >> 4) - 8;
+}
+
 // The portable kernel: integer sums per chunk, scaled in float.
 void i8_run_scalar(const uint8_t* wi8, int64_t n_in, const uint8_t* xq, int64_t n_batch, float* y, int64_t y_stride,
-                   int64_t o_begin, int64_t o_end) {
+                   int64_t o_begin, int64_t o_end, WeightBits bits) {
   const int64_t nc = i8_chunks(n_in);
+  const size_t bb = i8_block_bytes(bits), q_bytes = bits == WeightBits::Int4 ? 2048 : 4096;
   const size_t arb = i8_act_row_bytes(n_in);
   for (int64_t b = 0; b < n_batch; ++b) {
     const auto* xb = reinterpret_cast<const int8_t*>(xq + size_t(b) * arb);
     const auto* xd = reinterpret_cast<const float*>(xq + size_t(b) * arb + nc * 256);
     for (int64_t o = o_begin; o < o_end; ++o) {
-      const uint8_t* blocks = wi8 + size_t(o / 16 * nc) * kI8BlockBytes;
+      const uint8_t* blocks = wi8 + size_t(o / 16 * nc) * bb;
       const int r = int(o % 16);
       float acc = 0.0f;
       for (int64_t c = 0; c < nc; ++c) {
-        const uint8_t* blk = blocks + size_t(c) * kI8BlockBytes;
-        const auto* q = reinterpret_cast<const int8_t*>(blk) + r * 256;
+        const uint8_t* blk = blocks + size_t(c) * bb;
         int32_t s = 0;
-        for (int k = 0; k < 256; ++k) s += int32_t(q[k]) * int32_t(xb[c * 256 + k]);
+        for (int k = 0; k < 256; ++k) s += weight_value(blk, r, k, bits) * int32_t(xb[c * 256 + k]);
         float dw;
-        std::memcpy(&dw, blk + 4096 + 4 * r, 4);
+        std::memcpy(&dw, blk + q_bytes + 4 * r, 4);
         acc += float(s) * (dw * xd[c]);
       }
       y[b * y_stride + o] = acc;
@@ -136,13 +180,13 @@ void i8_run_scalar(const uint8_t* wi8, int64_t n_in, const uint8_t* xq, int64_t 
 }  // namespace
 
 void matmul_i8(const void* wi8, int64_t n_in, int64_t n_out, const void* xq, const void* tiles, int64_t n_batch,
-               float* y, int64_t y_stride, int64_t o_begin, int64_t o_end) {
+               float* y, int64_t y_stride, int64_t o_begin, int64_t o_end, WeightBits bits) {
   const auto* w = static_cast<const uint8_t*>(wi8);
   const Isa isa = active_isa();
   if (isa >= Isa::Amx && n_batch >= kI8TileMinBatch) {
     if (tiles)
       return matmul_detail::i8_run_amx(w, n_in, static_cast<const uint8_t*>(tiles), n_batch, y, y_stride, o_begin,
-                                       o_end, n_out, false);
+                                       o_end, n_out, false, bits);
     // Not laid out by the caller: lay out here, 8 tiles of rows at a time.
     constexpr int64_t kGroup = 128;
     for (int64_t b0 = 0; b0 < n_batch; b0 += kGroup) {
@@ -150,14 +194,14 @@ void matmul_i8(const void* wi8, int64_t n_in, int64_t n_out, const void* xq, con
       std::vector<uint8_t> buf(size_t((nb + 15) / 16) * matmul_detail::i8_tile_bytes(n_in) + 64);
       auto* t = reinterpret_cast<uint8_t*>((uintptr_t(buf.data()) + 63) / 64 * 64);
       matmul_detail::i8_tile_pack(static_cast<const uint8_t*>(xq) + size_t(b0) * i8_act_row_bytes(n_in), n_in, nb, t);
-      matmul_detail::i8_run_amx(w, n_in, t, nb, y + b0 * y_stride, y_stride, o_begin, o_end, n_out, false);
+      matmul_detail::i8_run_amx(w, n_in, t, nb, y + b0 * y_stride, y_stride, o_begin, o_end, n_out, false, bits);
     }
     return;
   }
   if (isa >= Isa::Avx512)
     return matmul_detail::i8_run_avx512(w, n_in, static_cast<const uint8_t*>(xq), n_batch, y, y_stride, o_begin,
-                                        o_end, n_out);
-  i8_run_scalar(w, n_in, static_cast<const uint8_t*>(xq), n_batch, y, y_stride, o_begin, o_end);
+                                        o_end, n_out, bits);
+  i8_run_scalar(w, n_in, static_cast<const uint8_t*>(xq), n_batch, y, y_stride, o_begin, o_end, bits);
 }
 
 const char* matmul_i8_impl() {

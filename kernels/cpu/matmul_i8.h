@@ -27,6 +27,19 @@
 // Activation rows (i8_act_row_bytes each): int8 q[chunks * 256], float d[chunks],
 // padded to 64 bytes.
 //
+// Int4 (KTransformers' AMXInt4): the same chunks with 4-bit values, q in
+// [-8, 7] (ref::quantize_chunk_i4: d from the chunk's largest magnitude, then
+// refined by least squares), stored as q + 8, two a byte. Same activations, same
+// tiles, same sums; each block of rows is unpacked to the int8 layout per call
+// (in registers for VNNI, into 4 KB of L1 for the tiles). Why: at prefill's ~48
+// tokens an expert the int8 loop waits on the weights' bytes (what one core
+// fetches, not DRAM: kernels/cpu/README.md), and int4 halves them; the price is
+// the coarser weights (a 256-value chunk's step is its largest / 8).
+// A block of 16 rows x 256 values, 2176 bytes:
+//   uint8_t u[16][128]   row r: byte j holds value j + 8 (low nibble) and value
+//                        j + 128, + 8 (high nibble); 8 (zero) past n_in and n_out
+//   float   d[16], int32_t qsum[16]   as for int8
+//
 // Usage (per matrix; threads split the output rows at multiples of 16):
 //   repack_i8(type, w, row_bytes, n_in, n_out, dst, rb0, rb1)   // at load, by blocks of rows
 //   quantize_acts_i8(x, x_stride, n_rows, n_in, xq)             // per call
@@ -43,24 +56,30 @@ namespace kt::cpu {
 
 constexpr int64_t kI8Chunk = 256;  // values per scale
 constexpr size_t kI8BlockBytes = 16 * 256 + 64 + 64;
+constexpr size_t kI4BlockBytes = 16 * 128 + 64 + 64;
+
+// The repacked weights' values: int8 (AMXInt8) or int4 (AMXInt4).
+enum class WeightBits : uint8_t { Int8, Int4 };
+constexpr size_t i8_block_bytes(WeightBits bits) { return bits == WeightBits::Int4 ? kI4BlockBytes : kI8BlockBytes; }
 
 int64_t i8_chunks(int64_t n_in);
 int64_t i8_row_blocks(int64_t n_out);
-size_t i8_matrix_bytes(int64_t n_in, int64_t n_out);
+size_t i8_matrix_bytes(int64_t n_in, int64_t n_out, WeightBits bits = WeightBits::Int8);
 // Repacks blocks of rows [rb_begin, rb_end) (16 rows each) of a GGUF matrix
 // (row o at w + o * w_row_bytes) into dst, a buffer of i8_matrix_bytes.
 void repack_i8(GgmlType type, const void* w, uint64_t w_row_bytes, int64_t n_in, int64_t n_out, void* dst,
-               int64_t rb_begin, int64_t rb_end);
+               int64_t rb_begin, int64_t rb_end, WeightBits bits = WeightBits::Int8);
 
 // `rows` rows of a GGUF matrix starting at w into dst as a matrix of that many
 // rows (i8_matrix_bytes(n_in, rows)): what a call that requantizes its weights
 // per call (cpu.matmul's int8_rows) repacks into a buffer of its own.
-void repack_i8_rows(GgmlType type, const void* w, uint64_t w_row_bytes, int64_t n_in, int64_t rows, void* dst);
+void repack_i8_rows(GgmlType type, const void* w, uint64_t w_row_bytes, int64_t n_in, int64_t rows, void* dst,
+                    WeightBits bits = WeightBits::Int8);
 // A whole weight of n_mat matrices (matrix e at w + e * w_mat_bytes) into dst,
 // i8_matrix_bytes apart, over n_threads threads (a DeepSeek-V2-Lite layer's
 // experts are ~550 M weights: seconds on one core).
 void repack_i8_matrices(GgmlType type, const void* w, uint64_t w_row_bytes, uint64_t w_mat_bytes, int64_t n_in,
-                        int64_t n_out, int64_t n_mat, void* dst, int n_threads);
+                        int64_t n_out, int64_t n_mat, void* dst, int n_threads, WeightBits bits = WeightBits::Int8);
 
 size_t i8_act_row_bytes(int64_t n_in);
 void quantize_acts_i8(const float* x, int64_t x_stride, int64_t n_rows, int64_t n_in, void* dst);
@@ -75,7 +94,7 @@ void tile_acts_i8(const void* xq, int64_t n_in, int64_t n_batch, void* dst);
 // multiple of 16, o_end a multiple of 16 or n_out. tiles: tile_acts_i8's
 // layout of the same rows, or nullptr. Thread-safe.
 void matmul_i8(const void* wi8, int64_t n_in, int64_t n_out, const void* xq, const void* tiles, int64_t n_batch,
-               float* y, int64_t y_stride, int64_t o_begin, int64_t o_end);
+               float* y, int64_t y_stride, int64_t o_begin, int64_t o_end, WeightBits bits = WeightBits::Int8);
 // "amx-int8", "avx512-vnni" or "scalar": what matmul_i8 runs now (from 8 rows
 // with AMX tiles; fewer on AVX-512 VNNI where the CPU has it).
 const char* matmul_i8_impl();
@@ -84,12 +103,12 @@ const char* matmul_i8_impl();
 namespace matmul_detail {
 void i8_quantize_avx512(const float* x, int64_t x_stride, int64_t n_rows, int64_t n_in, uint8_t* dst);
 void i8_run_avx512(const uint8_t* wi8, int64_t n_in, const uint8_t* xq, int64_t n_batch, float* y, int64_t y_stride,
-                   int64_t o_begin, int64_t o_end, int64_t n_out);
+                   int64_t o_begin, int64_t o_end, int64_t n_out, WeightBits bits);
 void i8_tile_pack(const uint8_t* xq, int64_t n_in, int64_t n_batch, uint8_t* dst);
 size_t i8_tile_bytes(int64_t n_in);  // one tile of 16 rows
 // emulate: the tile instructions computed in plain C++ (tests on CPUs without AMX).
 void i8_run_amx(const uint8_t* wi8, int64_t n_in, const uint8_t* tiles, int64_t n_batch, float* y, int64_t y_stride,
-                int64_t o_begin, int64_t o_end, int64_t n_out, bool emulate);
+                int64_t o_begin, int64_t o_end, int64_t n_out, bool emulate, WeightBits bits = WeightBits::Int8);
 }  // namespace matmul_detail
 
 }  // namespace kt::cpu

@@ -10,6 +10,10 @@
 // into float accumulators in L1. matmul_q's AMX kernel reads back every 32
 // values and unpacks its weights per call; this one does neither.
 //
+// Int4 weights: each chunk of a block of rows is unpacked once (16 rows x 256
+// values, q = u - 8) into 4 KB of the thread's buffer, in the int8 block's
+// layout, and the same tiles load it there for every tile of tokens.
+//
 // The tile operations go through a backend: Hw (the instructions) or Emu
 // (plain C++ with their semantics), so CPUs without AMX test the layouts.
 #include <immintrin.h>
@@ -169,59 +173,89 @@ template <int NR>
     }
 }
 
+// A chunk of a block of int4 rows (kI4BlockBytes' u[16][128]) to int8 rows of
+// 256 values at dst (64-byte aligned): value j of row r from byte j % 128's low
+// (j < 128) or high nibble.
+[[gnu::always_inline]] inline void unpack_i4(const uint8_t* blk, uint8_t* dst) {
+  const __m512i nib = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8);
+  for (int r = 0; r < 16; ++r) {
+    const __m512i v0 = _mm512_load_si512(blk + 128 * r), v1 = _mm512_load_si512(blk + 128 * r + 64);
+    uint8_t* d = dst + 256 * r;
+    _mm512_store_si512(d, _mm512_sub_epi8(_mm512_and_si512(v0, nib), eight));
+    _mm512_store_si512(d + 64, _mm512_sub_epi8(_mm512_and_si512(v1, nib), eight));
+    _mm512_store_si512(d + 128, _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v0, 4), nib), eight));
+    _mm512_store_si512(d + 192, _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v1, 4), nib), eight));
+  }
+}
+
 // Rows [o, o + 16 NR) against the group's n_tok tokens (tiles at `tiles`).
 // (Issuing a step's products before scaling the previous step's C tiles, so
 // the vector units scale while the tiles multiply, measured no faster on the
 // device's Xeon: 16 threads, hot weights, 48 / 256 tokens 7.2-7.3 / 7.8-8.5
 // TFLOP/s pipelined against 6.8-7.6 / 9.3 in this order.)
-template <class T, int NR>
+template <class T, int NR, WeightBits B>
 void row_pair(const uint8_t* wi8, int64_t nc, int last_slices, size_t tb, int64_t o, const uint8_t* tiles,
-              int64_t n_tok, float* acc, int32_t* cbuf) {
+              int64_t n_tok, float* acc, int32_t* cbuf, uint8_t* unpacked) {
+  constexpr size_t kBlock = i8_block_bytes(B), kScales = B == WeightBits::Int4 ? 2048 : 4096;
   const int64_t n_tiles = (n_tok + 15) / 16;
   std::memset(acc, 0, size_t(n_tiles) * 512 * sizeof(float));
-  const uint8_t* rows0 = wi8 + size_t(o / 16 * nc) * kI8BlockBytes;
-  const uint8_t* rows1 = rows0 + size_t(nc) * kI8BlockBytes;
+  const uint8_t* rows0 = wi8 + size_t(o / 16 * nc) * kBlock;
+  const uint8_t* rows1 = rows0 + size_t(nc) * kBlock;
   for (int64_t c = 0; c < nc; ++c) {
-    const uint8_t* blk0 = rows0 + size_t(c) * kI8BlockBytes;
-    const uint8_t* blk1 = NR == 2 ? rows1 + size_t(c) * kI8BlockBytes : nullptr;
+    const uint8_t* blk0 = rows0 + size_t(c) * kBlock;
+    const uint8_t* blk1 = NR == 2 ? rows1 + size_t(c) * kBlock : nullptr;
     if (c + 1 < nc) {
       // The next chunk's blocks, from memory while this one multiplies (the
       // tiles' strided loads leave the hardware prefetchers behind: V2-Lite's
       // MoE layer at 128 tokens 2.05-2.07 -> 2.25-2.36 TFLOP/s on the device).
-      for (size_t i = 0; i < kI8BlockBytes; i += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(blk0 + kI8BlockBytes + i), _MM_HINT_T0);
-        if constexpr (NR == 2) _mm_prefetch(reinterpret_cast<const char*>(blk1 + kI8BlockBytes + i), _MM_HINT_T0);
+      for (size_t i = 0; i < kBlock; i += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(blk0 + kBlock + i), _MM_HINT_T0);
+        if constexpr (NR == 2) _mm_prefetch(reinterpret_cast<const char*>(blk1 + kBlock + i), _MM_HINT_T0);
+      }
+    }
+    // Where the tiles load the rows' values: the block itself, or its int4
+    // values unpacked.
+    const uint8_t* a0 = blk0;
+    const uint8_t* a1 = blk1;
+    if constexpr (B == WeightBits::Int4) {
+      unpack_i4(blk0, unpacked);
+      a0 = unpacked;
+      if constexpr (NR == 2) {
+        unpack_i4(blk1, unpacked + 4096);
+        a1 = unpacked + 4096;
       }
     }
     for (int64_t tt = 0; tt < n_tiles; tt += 2) {
       const uint8_t* t0 = tiles + size_t(tt) * tb;
       Drain cur;
       cur.nt = tt + 1 < n_tiles ? 2 : 1;
-      cur.dw[0] = reinterpret_cast<const float*>(blk0 + 4096);
-      cur.dw[1] = NR == 2 ? reinterpret_cast<const float*>(blk1 + 4096) : nullptr;
+      cur.dw[0] = reinterpret_cast<const float*>(blk0 + kScales);
+      cur.dw[1] = NR == 2 ? reinterpret_cast<const float*>(blk1 + kScales) : nullptr;
       for (int i = 0; i < cur.nt; ++i) {
         const uint8_t* ti = t0 + size_t(i) * tb;
         cur.dx[i] = reinterpret_cast<const float*>(ti + nc * 4096) + c * 16;
         cur.acc[i] = acc + (tt + i) * 512;
       }
       const int slices = c + 1 < nc ? 4 : last_slices;
-      if (cur.nt == 2) products<T, NR, 2>(blk0, blk1, t0 + c * 4096, t0 + tb + c * 4096, slices);
-      else products<T, NR, 1>(blk0, blk1, t0 + c * 4096, nullptr, slices);
+      if (cur.nt == 2) products<T, NR, 2>(a0, a1, t0 + c * 4096, t0 + tb + c * 4096, slices);
+      else products<T, NR, 1>(a0, a1, t0 + c * 4096, nullptr, slices);
       store_tiles<T, NR>(cur.nt, cbuf);
       drain<NR>(cur, cbuf);
     }
   }
 }
 
-template <class T>
+template <class T, WeightBits B>
 void run(const uint8_t* wi8, int64_t n_in, const uint8_t* tiles, int64_t n_batch, float* y, int64_t y_stride,
          int64_t o_begin, int64_t o_end, int64_t n_out) {
   const int64_t nc = i8_chunks(n_in);
   const int last_slices = int((n_in - (nc - 1) * kI8Chunk + 63) / 64);  // of the last chunk
   const size_t tb = i8_tile_bytes(n_in);
-  // acc[tile][32 rows][16 tokens] for a group's tiles, and a step's C tiles.
-  auto* acc = static_cast<float*>(amx_thread_buffer(size_t(kGroupTiles) * 512 * sizeof(float) + 4096));
+  // acc[tile][32 rows][16 tokens] for a group's tiles, a step's C tiles, and
+  // two blocks of rows unpacked (int4).
+  auto* acc = static_cast<float*>(amx_thread_buffer(size_t(kGroupTiles) * 512 * sizeof(float) + 4096 + 8192));
   auto* cbuf = reinterpret_cast<int32_t*>(acc + kGroupTiles * 512);
+  auto* unpacked = reinterpret_cast<uint8_t*>(cbuf + 1024);
   T::configure(tile_config());
   for (int64_t g0 = 0; g0 < n_batch; g0 += kGroupTiles * 16) {
     const int64_t n_tok = std::min<int64_t>(kGroupTiles * 16, n_batch - g0);
@@ -229,8 +263,8 @@ void run(const uint8_t* wi8, int64_t n_in, const uint8_t* tiles, int64_t n_batch
     for (int64_t o = o_begin; o < o_end; o += 32) {
       // A second block of rows where the range (and the matrix) has one.
       const bool two = o + 16 < o_end && o + 16 < n_out;
-      if (two) row_pair<T, 2>(wi8, nc, last_slices, tb, o, gt, n_tok, acc, cbuf);
-      else row_pair<T, 1>(wi8, nc, last_slices, tb, o, gt, n_tok, acc, cbuf);
+      if (two) row_pair<T, 2, B>(wi8, nc, last_slices, tb, o, gt, n_tok, acc, cbuf, unpacked);
+      else row_pair<T, 1, B>(wi8, nc, last_slices, tb, o, gt, n_tok, acc, cbuf, unpacked);
       const int64_t rows = std::min<int64_t>(two ? 32 : 16, o_end - o);
       for (int64_t t = 0; t < n_tok; ++t) {
         const float* a = acc + (t / 16) * 512 + t % 16;
@@ -269,9 +303,12 @@ void i8_tile_pack(const uint8_t* xq, int64_t n_in, int64_t n_batch, uint8_t* dst
 }
 
 void i8_run_amx(const uint8_t* wi8, int64_t n_in, const uint8_t* tiles, int64_t n_batch, float* y, int64_t y_stride,
-                int64_t o_begin, int64_t o_end, int64_t n_out, bool emulate) {
-  if (emulate) run<Emu>(wi8, n_in, tiles, n_batch, y, y_stride, o_begin, o_end, n_out);
-  else run<Hw>(wi8, n_in, tiles, n_batch, y, y_stride, o_begin, o_end, n_out);
+                int64_t o_begin, int64_t o_end, int64_t n_out, bool emulate, WeightBits bits) {
+  constexpr WeightBits k8 = WeightBits::Int8, k4 = WeightBits::Int4;
+  if (emulate && bits == k4) run<Emu, k4>(wi8, n_in, tiles, n_batch, y, y_stride, o_begin, o_end, n_out);
+  else if (emulate) run<Emu, k8>(wi8, n_in, tiles, n_batch, y, y_stride, o_begin, o_end, n_out);
+  else if (bits == k4) run<Hw, k4>(wi8, n_in, tiles, n_batch, y, y_stride, o_begin, o_end, n_out);
+  else run<Hw, k8>(wi8, n_in, tiles, n_batch, y, y_stride, o_begin, o_end, n_out);
 }
 
 }  // namespace kt::cpu::matmul_detail

@@ -71,26 +71,53 @@ void i8_quantize_avx512(const float* x, int64_t x_stride, int64_t n_rows, int64_
   }
 }
 
+namespace {
+
+// One chunk of a block of int4 rows against a token's activations (flipped to
+// unsigned): s[r] as the int8 loop forms it. Row r's 128 bytes unpack to its
+// 256 values in registers (low nibbles: values 0..127, high: 128..255; q = u - 8);
+// every slice runs, the padding being zeros on both sides.
+[[gnu::always_inline]] inline void int4_sums(const uint8_t* blk, const __m512i* a, __m512i* s) {
+  const __m512i nib = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8);
+  for (int r = 0; r < 16; ++r) {
+    const __m512i v0 = _mm512_load_si512(blk + 128 * r), v1 = _mm512_load_si512(blk + 128 * r + 64);
+    const __m512i q0 = _mm512_sub_epi8(_mm512_and_si512(v0, nib), eight);
+    const __m512i q1 = _mm512_sub_epi8(_mm512_and_si512(v1, nib), eight);
+    const __m512i q2 = _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v0, 4), nib), eight);
+    const __m512i q3 = _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v1, 4), nib), eight);
+    __m512i sr = _mm512_dpbusd_epi32(_mm512_setzero_si512(), a[0], q0);
+    sr = _mm512_dpbusd_epi32(sr, a[1], q1);
+    sr = _mm512_dpbusd_epi32(sr, a[2], q2);
+    s[r] = _mm512_dpbusd_epi32(sr, a[3], q3);
+  }
+}
+
+}  // namespace
+
 void i8_run_avx512(const uint8_t* wi8, int64_t n_in, const uint8_t* xq, int64_t n_batch, float* y, int64_t y_stride,
-                   int64_t o_begin, int64_t o_end, int64_t n_out) {
+                   int64_t o_begin, int64_t o_end, int64_t n_out, WeightBits bits) {
   (void)n_out;
   const int64_t nc = i8_chunks(n_in);
   const int last_slices = int((n_in - (nc - 1) * kI8Chunk + 63) / 64);  // 64-value slices of the last chunk
   const size_t arb = i8_act_row_bytes(n_in);
+  const bool int4 = bits == WeightBits::Int4;
+  const size_t bb = i8_block_bytes(bits), q_bytes = int4 ? 2048 : 4096;
   const __m512i flip = _mm512_set1_epi8(char(0x80));
   for (int64_t o = o_begin; o < o_end; o += 16) {
-    const uint8_t* blocks = wi8 + size_t(o / 16 * nc) * kI8BlockBytes;
+    const uint8_t* blocks = wi8 + size_t(o / 16 * nc) * bb;
     const int rows = int(std::min<int64_t>(16, o_end - o));
     for (int64_t b = 0; b < n_batch; ++b) {
       const uint8_t* xb = xq + size_t(b) * arb;
       const auto* xd = reinterpret_cast<const float*>(xb + nc * 256);
       __m512 acc = _mm512_setzero_ps();
       for (int64_t c = 0; c < nc; ++c) {
-        const uint8_t* blk = blocks + size_t(c) * kI8BlockBytes;
+        const uint8_t* blk = blocks + size_t(c) * bb;
         __m512i a[4], s[16];
         for (int j = 0; j < 4; ++j)
           a[j] = _mm512_xor_si512(_mm512_loadu_si512(xb + c * 256 + 64 * j), flip);
-        if (c + 1 < nc || last_slices == 4) {
+        if (int4) {
+          int4_sums(blk, a, s);
+        } else if (c + 1 < nc || last_slices == 4) {
           for (int r = 0; r < 16; ++r) {
             const uint8_t* wr = blk + 256 * r;
             __m512i sr = _mm512_dpbusd_epi32(_mm512_setzero_si512(), a[0], _mm512_load_si512(wr));
@@ -105,9 +132,9 @@ void i8_run_avx512(const uint8_t* wi8, int64_t n_in, const uint8_t* xq, int64_t 
               s[r] = _mm512_dpbusd_epi32(s[r], a[j], _mm512_load_si512(blk + 256 * r + 64 * j));
           }
         }
-        const __m512i qsum = _mm512_load_si512(blk + 4096 + 64);
+        const __m512i qsum = _mm512_load_si512(blk + q_bytes + 64);
         const __m512i isum = _mm512_sub_epi32(sum_lanes16(s), _mm512_slli_epi32(qsum, 7));
-        const __m512 scale = _mm512_mul_ps(_mm512_load_ps(reinterpret_cast<const float*>(blk + 4096)),
+        const __m512 scale = _mm512_mul_ps(_mm512_load_ps(reinterpret_cast<const float*>(blk + q_bytes)),
                                            _mm512_set1_ps(xd[c]));
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), scale, acc);
       }

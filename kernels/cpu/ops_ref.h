@@ -60,13 +60,23 @@ void softmax(float* x, int64_t n, int64_t n_rows);
 //    values to int8 with one float scale (quantize_chunk_i8): what matmul_i8
 //    computes over weights repacked at load (KTransformers' AMXInt8 experts),
 //    summed exactly here.
-enum class ActRounding { Exact, GgmlCpu, Bf16, Int8 };
+//  Int4: the weights (as decoded) rounded per chunk of 256 values to int4
+//    (quantize_chunk_i4), the activations to int8 as for Int8: matmul_i8 over
+//    weights repacked to int4 (KTransformers' AMXInt4 experts), summed exactly.
+enum class ActRounding { Exact, GgmlCpu, Bf16, Int8, Int4 };
 
 // One chunk of n (<= 256) floats to int8 with its scale, the Int8 rounding (the
 // reference of matmul_i8's repacking and quantizers, which call it or match it
 // bit for bit): d = max |x| / 127 in float, q = nearest-even(x / d); d = 0 and
 // q = 0 for a chunk of zeros.
 float quantize_chunk_i8(const float* x, int64_t n, int8_t* q);
+// One chunk of n (<= 256) weights to int4 in [-8, 7] with its scale, the Int4
+// rounding (matmul_i8's int4 repacking calls it): d0 = the largest-magnitude
+// value / -8 (that value lands on -8, as ggml's Q4_0 does), q = clamp(nearest-even(x / d),
+// -8, 7); then d1 = sum(x q) / sum(q q) (least squares for those q) and q again
+// with d1; whichever of the two has the smaller squared error (d0 on ties).
+// d = 0 and q = 0 for a chunk of zeros.
+float quantize_chunk_i4(const float* x, int64_t n, int8_t* q);
 
 // x rounded per `rounding` for a dot product with weight_type rows; n must be
 // a multiple of weight_type's block size. out may alias x.

@@ -133,7 +133,47 @@ float quantize_chunk_i8(const float* x, int64_t n, int8_t* q) {
   return d;
 }
 
+float quantize_chunk_i4(const float* x, int64_t n, int8_t* q) {
+  float amax = 0.0f, big = 0.0f;
+  for (int64_t i = 0; i < n; ++i)
+    if (std::fabs(x[i]) > amax) amax = std::fabs(x[i]), big = x[i];
+  if (amax == 0.0f) {
+    std::fill(q, q + n, int8_t(0));
+    return 0.0f;
+  }
+  // q for scale d, and its squared error.
+  auto round_with = [&](float d, int8_t* out) {
+    double err = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = std::clamp(std::nearbyint(x[i] / d), -8.0f, 7.0f);
+      out[i] = int8_t(v);
+      err += (double(x[i]) - double(v) * double(d)) * (double(x[i]) - double(v) * double(d));
+    }
+    return err;
+  };
+  const float d0 = big / -8.0f;
+  const double e0 = round_with(d0, q);
+  double xq = 0.0, qq = 0.0;
+  for (int64_t i = 0; i < n; ++i) xq += double(x[i]) * q[i], qq += double(q[i]) * q[i];
+  const float d1 = float(xq / qq);  // qq > 0: the largest value's q is -8
+  int8_t q1[256];
+  const double e1 = round_with(d1, q1);
+  if (!(e1 < e0)) return d0;
+  std::copy(q1, q1 + n, q);
+  return d1;
+}
+
 namespace {
+
+// Int4 rounding of a weight row, chunk by chunk, as q * d in exact doubles.
+void int4_values(const float* x, int64_t n, double* out) {
+  int8_t q[256];
+  for (int64_t c = 0; c < n; c += 256) {
+    const int64_t m = std::min<int64_t>(256, n - c);
+    const float d = quantize_chunk_i4(x + c, m, q);
+    for (int64_t i = 0; i < m; ++i) out[c + i] = double(q[i]) * double(d);
+  }
+}
 
 // Int8 rounding of n values, chunk by chunk, as q * d in T: float for
 // round_activations, exact doubles for matmul's sums. out may alias x (a
@@ -158,7 +198,7 @@ void round_activations(GgmlType weight_type, ActRounding rounding, const float* 
     for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(f32_to_bf16(out[i]));
     return;
   }
-  if (rounding == ActRounding::Int8) return int8_values(out, n, out);
+  if (rounding == ActRounding::Int8 || rounding == ActRounding::Int4) return int8_values(out, n, out);
   switch (weight_type) {
     case GgmlType::F32:
       return;
@@ -188,11 +228,12 @@ void matmul(GgmlType type, const void* w, int64_t n_in, int64_t n_out, const flo
   const uint64_t row_bytes = t.row_bytes(n_in);
   const auto* base = static_cast<const uint8_t*>(w);
   std::vector<float> xr(static_cast<size_t>(n_in));
-  if (rounding == ActRounding::Int8) {  // weights and activations both, per chunk of 256
+  if (rounding == ActRounding::Int8 || rounding == ActRounding::Int4) {  // weights and activations, per chunk of 256
     std::vector<double> wr(static_cast<size_t>(n_in * n_out)), xd(static_cast<size_t>(n_in));
     for (int64_t o = 0; o < n_out; ++o) {
       t.dequant_row(base + uint64_t(o) * row_bytes, xr.data(), n_in);
-      int8_values(xr.data(), n_in, wr.data() + o * n_in);
+      if (rounding == ActRounding::Int4) int4_values(xr.data(), n_in, wr.data() + o * n_in);
+      else int8_values(xr.data(), n_in, wr.data() + o * n_in);
     }
     for (int64_t b = 0; b < n_batch; ++b) {
       int8_values(x + b * n_in, n_in, xd.data());

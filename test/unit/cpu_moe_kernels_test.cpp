@@ -169,35 +169,39 @@ TEST(FastMoe, Bf16ExpertsMatchReference) {
               worst, kBf16Tol, least_apart);
 }
 
-// A 3-D weight repacked to int8 as the runtime repacks it for a plan whose
-// layout says "int8": the repacked bytes at data, the file's still at host.
+// A 3-D weight repacked to int8 or int4 as the runtime repacks it for a plan
+// whose layout says "int8" or "int4": the repacked bytes at data, the file's
+// still at host.
 struct Repacked {
   std::vector<uint8_t> buf;
   WeightView view;
 };
-Repacked repack_int8(const Tensor& t) {
+Repacked repack(const Tensor& t, cpu::WeightBits bits = cpu::WeightBits::Int8) {
   Repacked r;
   const WeightView& v = t.view;
-  const size_t mb = cpu::i8_matrix_bytes(v.ne[0], v.ne[1]);
+  const size_t mb = cpu::i8_matrix_bytes(v.ne[0], v.ne[1], bits);
   r.buf.resize(mb * size_t(v.ne[2]) + 64);
   uint8_t* p = r.buf.data() + (64 - reinterpret_cast<uintptr_t>(r.buf.data()) % 64) % 64;
-  cpu::repack_i8_matrices(v.type, v.data, v.nb[1], v.nb[2], v.ne[0], v.ne[1], v.ne[2], p, 2);
+  cpu::repack_i8_matrices(v.type, v.data, v.nb[1], v.nb[2], v.ne[0], v.ne[1], v.ne[2], p, 2, bits);
   r.view = v;
   r.view.data = p;
-  r.view.layout = WeightLayout::Int8;
+  r.view.layout = bits == cpu::WeightBits::Int4 ? WeightLayout::Int4 : WeightLayout::Int8;
   return r;
 }
 
-// KTransformers' AMXInt8: experts repacked to int8 at load. The fast operator
-// (VNNI, AMX tiles from 8 rows of an expert, scalar) against the reference
-// with Int8 rounding (from the file's bytes), at decode (1 token) and for a
-// step whose experts take 1 to 30 rows, with a down matrix whose rows (288)
-// end in a short chunk. Int8 is not ggml's rounding: the two differ by far
-// more than the bound.
-TEST(FastMoe, Int8ExpertsMatchReference) {
+// KTransformers' AMXInt8 / AMXInt4: experts repacked to int8 / int4 at load.
+// The fast operator (VNNI, AMX tiles from 8 rows of an expert, scalar) against
+// the reference with Int8 / Int4 rounding (from the file's bytes), at decode
+// (1 token) and for a step whose experts take 1 to 30 rows, with a down matrix
+// whose rows (288) end in a short chunk. Neither is ggml's rounding: the two
+// differ by far more than the bound. Int4 is held to int8's bound: the
+// reference rounds each chunk with the same quantize_chunk_i4 the repacking
+// calls, so both sum the same integers and differ by float order alone.
+void check_repacked_experts(cpu::WeightBits bits) {
+  const char* name = bits == cpu::WeightBits::Int4 ? "int4" : "int8";
   const int64_t n_embd = 512, n_ff = 288, n_expert = 4, n_used = 2, n = 40;
   const auto [g, u, d] = random_experts(GgmlType::Q5_0, n_embd, n_ff, n_expert, 71);
-  const Repacked gi = repack_int8(g), ui = repack_int8(u), di = repack_int8(d);
+  const Repacked gi = repack(g, bits), ui = repack(u, bits), di = repack(d, bits);
   const std::vector<float> x = random_floats(size_t(n * n_embd), 74);
   std::vector<float> ids(size_t(n * n_used)), wts = random_floats(size_t(n * n_used), 75);
   for (int64_t t = 0; t < n; ++t)
@@ -207,14 +211,14 @@ TEST(FastMoe, Int8ExpertsMatchReference) {
       std::memcpy(&ids[size_t(t * n_used + k)], &e, 4);
     }
   for (int64_t steps : {n, int64_t(1)}) {
-    auto make = [&](Impl impl, bool int8) {
-      return moe_experts_call(impl, int8 ? std::vector<WeightView>{gi.view, ui.view, di.view}
-                                         : std::vector<WeightView>{g.view, u.view, d.view},
+    auto make = [&](Impl impl, bool repacked) {
+      return moe_experts_call(impl, repacked ? std::vector<WeightView>{gi.view, ui.view, di.view}
+                                             : std::vector<WeightView>{g.view, u.view, d.view},
                               {}, x, ids, wts, n_embd, n_used, steps);
     };
     const StepData sd = one_sequence(steps);
     auto fast = make(Impl::Fast, true), ref = make(Impl::Reference, true), ggml = make(Impl::Reference, false);
-    ASSERT_NE(fast->kernel->impl().find("int8"), std::string_view::npos) << fast->kernel->impl();
+    ASSERT_NE(fast->kernel->impl().find(name), std::string_view::npos) << fast->kernel->impl();
     fast->run(sd.step(), steps);
     ref->run(sd.step(), steps);
     ggml->run(sd.step(), steps);
@@ -228,18 +232,21 @@ TEST(FastMoe, Int8ExpertsMatchReference) {
       EXPECT_GT(apart, 1e-5) << "token " << t;
       least_apart = std::min(least_apart, apart);
     }
-    std::printf("  %lld tokens (%s): worst rel_l2 to the reference %.2e (bound 1e-6); int8 and ggml's rounding at "
+    std::printf("  %lld tokens (%s): worst rel_l2 to the reference %.2e (bound 1e-6); %s and ggml's rounding at "
                 "least %.2e apart\n",
-                (long long)steps, std::string(fast->kernel->impl()).c_str(), worst, least_apart);
+                (long long)steps, std::string(fast->kernel->impl()).c_str(), worst, name, least_apart);
   }
 }
+
+TEST(FastMoe, Int8ExpertsMatchReference) { check_repacked_experts(cpu::WeightBits::Int8); }
+TEST(FastMoe, Int4ExpertsMatchReference) { check_repacked_experts(cpu::WeightBits::Int4); }
 
 // Only some of the three repacked, or repacked with bf16_rows, fails the bind
 // with a message; so does a repacked weight given to a kernel that does not
 // read the layout.
 TEST(FastMoe, Int8LayoutChecked) {
   const auto [g, u, d] = random_experts(GgmlType::Q4_K, 256, 256, 2, 3);
-  const Repacked gi = repack_int8(g), ui = repack_int8(u), di = repack_int8(d);
+  const Repacked gi = repack(g), ui = repack(u), di = repack(d);
   const std::vector<float> x = random_floats(256, 4), ids(2, 0.0f), wts(2, 0.5f);
   Param rows;
   rows.key = "bf16_rows";
@@ -257,6 +264,33 @@ TEST(FastMoe, Int8LayoutChecked) {
   mm.add_out(GgmlType::F32, 256, 1);
   EXPECT_FALSE(mm.bind());
   EXPECT_NE(mm.error.find("does not read"), std::string::npos) << mm.error;
+}
+
+// The same for int4, and int8 and int4 mixed in one call (one operator reads
+// all three one way); each message names the layout it saw.
+TEST(FastMoe, Int4LayoutChecked) {
+  const auto [g, u, d] = random_experts(GgmlType::Q4_K, 256, 256, 2, 3);
+  const Repacked gi = repack(g, cpu::WeightBits::Int4), ui = repack(u, cpu::WeightBits::Int4),
+                 di = repack(d, cpu::WeightBits::Int4), u8 = repack(u);
+  const std::vector<float> x = random_floats(256, 4), ids(2, 0.0f), wts(2, 0.5f);
+  Param rows;
+  rows.key = "bf16_rows";
+  rows.i = 32;
+  std::string error;
+  EXPECT_FALSE(moe_experts_call(Impl::Fast, {g.view, ui.view, d.view}, {}, x, ids, wts, 256, 2, 1, &error));
+  EXPECT_NE(error.find("repacked to int4 one and not the other"), std::string::npos) << error;
+  EXPECT_FALSE(moe_experts_call(Impl::Fast, {gi.view, u8.view, di.view}, {}, x, ids, wts, 256, 2, 1, &error));
+  EXPECT_NE(error.find("repacked to int4 one and to int8 the other"), std::string::npos) << error;
+  EXPECT_FALSE(moe_experts_call(Impl::Reference, {gi.view, ui.view, di.view}, {rows}, x, ids, wts, 256, 2, 1, &error));
+  EXPECT_NE(error.find("repacked to int4 take no bf16_rows"), std::string::npos) << error;
+  Call mm("cpu.matmul", Impl::Fast, Rounding::GgmlCpu);
+  WeightView w2 = gi.view;
+  w2.ne[2] = 1;
+  mm.spec.weights = {w2};
+  mm.add_in(GgmlType::F32, 256, 1, x);
+  mm.add_out(GgmlType::F32, 256, 1);
+  EXPECT_FALSE(mm.bind());
+  EXPECT_NE(mm.error.find("is repacked to int4, which cpu.matmul does not read"), std::string::npos) << mm.error;
 }
 
 // cpu.silu_mul's fast path (float, AVX-512 where the CPU has it) against the

@@ -1,5 +1,5 @@
-// matmul_i8 (kernels/cpu/matmul_i8.h: weights repacked to int8 at load) against
-// the reference matmul with Int8 rounding (ops_ref.h ActRounding::Int8), on every
+// matmul_i8 (kernels/cpu/matmul_i8.h: weights repacked to int8 or int4 at load)
+// against the reference matmul with Int8 / Int4 rounding (ops_ref.h ActRounding), on every
 // engine this CPU has: the portable kernel, AVX-512 VNNI, and the AMX tiles'
 // layout with the tile instructions emulated in C++ (and run for real where the
 // CPU has AMX).
@@ -9,14 +9,16 @@
 // chunk, so |y - ref| <= ~1e-6 * sum |w x| (for 8 chunks). One int8 value
 // wrong by one step moves an output by d_w d_x ~ 1e-4 of that sum at these
 // sizes, so 2e-6 catches it. Separately, the repacked weights decode to within
-// half a step of the file's (RepackStaysWithinHalfAStep).
+// half a step of the file's (MatmulI8Repack).
 #include "kernels/cpu/matmul_i8.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "kernels/cpu/cpu_features.h"
@@ -47,14 +49,19 @@ std::vector<Isa> levels() {
   return l;
 }
 
-class MatmulI8 : public testing::TestWithParam<GgmlType> {};
+class MatmulI8 : public testing::TestWithParam<std::tuple<GgmlType, WeightBits>> {};
+
+const char* bits_str(WeightBits b) { return b == WeightBits::Int4 ? "int4" : "int8"; }
 
 // Odd shapes: n_in not a multiple of 256 (a short last chunk), 37 and 53 rows
 // (a partial block of rows, ranges that start inside the matrix), 1..50 tokens
-// (partial tiles of tokens, one and two tiles a step).
+// (partial tiles of tokens, one and two tiles a step). Int4 values are a
+// coarser step (d_w ~ 1/8 of a chunk's largest), so a value wrong by one moves
+// an output further: the same bound catches it.
 TEST_P(MatmulI8, MatchesReference) {
-  const GgmlType t = GetParam();
+  const auto [t, bits] = GetParam();
   const int64_t block = kt::type_traits(t).block_size;
+  const ref::ActRounding rounding = bits == WeightBits::Int4 ? ref::ActRounding::Int4 : ref::ActRounding::Int8;
   const Isa saved = isa_limit();
   double worst = 0.0;
   for (int64_t n_in : {96, 256, 1408, 2048}) {
@@ -65,10 +72,10 @@ TEST_P(MatmulI8, MatchesReference) {
       const std::vector<uint8_t> w = random_weights(t, n_out, n_in, seed);
       const std::vector<float> x = random_acts(n_batch_max, n_in, n_in, seed + 1);
       const auto& tt = kt::type_traits(t);
-      Aligned wi8(i8_matrix_bytes(n_in, n_out));
-      repack_i8(t, w.data(), tt.row_bytes(n_in), n_in, n_out, wi8.p, 0, i8_row_blocks(n_out));
+      Aligned wi8(i8_matrix_bytes(n_in, n_out, bits));
+      repack_i8(t, w.data(), tt.row_bytes(n_in), n_in, n_out, wi8.p, 0, i8_row_blocks(n_out), bits);
       std::vector<float> yref(size_t(n_batch_max * n_out));
-      ref::matmul(t, w.data(), n_in, n_out, x.data(), n_batch_max, yref.data(), ref::ActRounding::Int8);
+      ref::matmul(t, w.data(), n_in, n_out, x.data(), n_batch_max, yref.data(), rounding);
       // sum |w x| per output (the tolerance's scale).
       const std::vector<double> mag = kt::test::magnitudes(t, w, n_out, n_in, x, n_batch_max);
       for (int64_t n_batch : {1, 3, 17, 33, 50}) {
@@ -87,9 +94,10 @@ TEST_P(MatmulI8, MatchesReference) {
             if (tiled) tile_acts_i8(xq.p, n_in, n_batch, tiles.p);
             for (auto [o0, o1] : {std::pair<int64_t, int64_t>{16, 32}, {32, n_out}}) {
               if (emu)
-                matmul_detail::i8_run_amx(wi8.p, n_in, tiles.p, n_batch, y.data(), n_out, o0, o1, n_out, true);
+                matmul_detail::i8_run_amx(wi8.p, n_in, tiles.p, n_batch, y.data(), n_out, o0, o1, n_out, true, bits);
               else
-                matmul_i8(wi8.p, n_in, n_out, xq.p, tiled ? tiles.p : nullptr, n_batch, y.data(), n_out, o0, o1);
+                matmul_i8(wi8.p, n_in, n_out, xq.p, tiled ? tiles.p : nullptr, n_batch, y.data(), n_out, o0, o1,
+                          bits);
             }
             for (int64_t b = 0; b < n_batch; ++b)
               for (int64_t o = 0; o < n_out; ++o) {
@@ -100,7 +108,7 @@ TEST_P(MatmulI8, MatchesReference) {
                 }
                 const double want = yref[size_t(b * n_out + o)], m = mag[size_t(b * n_out + o)];
                 ASSERT_LE(std::fabs(double(got) - want), kRelTol * m + 1e-9)
-                    << type_str(t) << " " << name << " n_in " << n_in << " n_out " << n_out << " batch " << n_batch
+                    << type_str(t) << " " << bits_str(bits) << " " << name << " n_in " << n_in << " n_out " << n_out << " batch " << n_batch
                     << " b " << b << " o " << o << ": got " << got << " want " << want;
                 worst = std::max(worst, std::fabs(double(got) - want) / m);
               }
@@ -110,12 +118,15 @@ TEST_P(MatmulI8, MatchesReference) {
     }
   }
   set_isa_limit(saved);
-  std::printf("  %s: worst |y - ref| / sum|w x| = %.2e (bound %.0e)\n", type_str(t).c_str(), worst, kRelTol);
+  std::printf("  %s %s: worst |y - ref| / sum|w x| = %.2e (bound %.0e)\n", type_str(t).c_str(), bits_str(bits),
+              worst, kRelTol);
 }
 
 // Each repacked weight, q * d, is within half a step (d / 2) of the value the
 // file's block decodes to, and d is its chunk's largest magnitude / 127.
-TEST_P(MatmulI8, RepackStaysWithinHalfAStep) {
+class MatmulI8Repack : public testing::TestWithParam<GgmlType> {};
+
+TEST_P(MatmulI8Repack, Int8StaysWithinHalfAStep) {
   const GgmlType t = GetParam();
   const int64_t n_in = kt::type_traits(t).block_size > 32 ? 512 : 320, n_out = 20;
   const auto& tt = kt::type_traits(t);
@@ -152,10 +163,92 @@ TEST_P(MatmulI8, RepackStaysWithinHalfAStep) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, MatmulI8,
-                         testing::Values(GgmlType::Q4_K, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::Q6_K,
-                                         GgmlType::IQ4_XS, GgmlType::BF16, GgmlType::F32),
+// Int4: each chunk's stored values and scale are ref::quantize_chunk_i4's on the
+// decoded row, two a byte as q + 8; padding past n_in and n_out is 8 (zero),
+// scales 0; qsum is the sum of q.
+TEST_P(MatmulI8Repack, Int4IsTheReferenceQuantization) {
+  const GgmlType t = GetParam();
+  constexpr WeightBits bits = WeightBits::Int4;
+  const int64_t n_in = kt::type_traits(t).block_size > 32 ? 512 : 320, n_out = 20;
+  const auto& tt = kt::type_traits(t);
+  const std::vector<uint8_t> w = random_weights(t, n_out, n_in, uint64_t(t) + 9);
+  Aligned wi4(i8_matrix_bytes(n_in, n_out, bits));
+  std::memset(wi4.p, 0x5A, i8_matrix_bytes(n_in, n_out, bits));
+  repack_i8(t, w.data(), tt.row_bytes(n_in), n_in, n_out, wi4.p, 0, i8_row_blocks(n_out), bits);
+  std::vector<float> row(static_cast<size_t>(n_in));
+  const int64_t nc = i8_chunks(n_in);
+  for (int64_t o = 0; o < i8_row_blocks(n_out) * 16; ++o) {
+    if (o < n_out) tt.dequant_row(w.data() + uint64_t(o) * tt.row_bytes(n_in), row.data(), n_in);
+    for (int64_t c = 0; c < nc; ++c) {
+      const uint8_t* blk = wi4.p + size_t(o / 16 * nc + c) * kI4BlockBytes;
+      const int r = int(o % 16);
+      const int64_t n = o < n_out ? std::min<int64_t>(256, n_in - 256 * c) : 0;
+      int8_t want[256] = {};
+      const float dwant = n > 0 ? ref::quantize_chunk_i4(row.data() + 256 * c, n, want) : 0.0f;
+      float d;
+      int32_t qsum = 0, stored;
+      std::memcpy(&d, blk + 2048 + 4 * r, 4);
+      std::memcpy(&stored, blk + 2048 + 64 + 4 * r, 4);
+      ASSERT_EQ(d, dwant) << type_str(t) << " row " << o << " chunk " << c;
+      for (int64_t i = 0; i < 256; ++i) {
+        const uint8_t u = blk[r * 128 + i % 128];
+        const int q = int(i < 128 ? u & 15 : u >> 4) - 8;
+        ASSERT_EQ(q, i < n ? want[i] : 0) << type_str(t) << " row " << o << " value " << 256 * c + i;
+        qsum += q;
+      }
+      ASSERT_EQ(stored, qsum);
+    }
+  }
+}
+
+const auto kTypes = testing::Values(GgmlType::Q4_K, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::Q6_K,
+                                    GgmlType::IQ4_XS, GgmlType::BF16, GgmlType::F32);
+
+INSTANTIATE_TEST_SUITE_P(Types, MatmulI8Repack, kTypes,
                          [](const testing::TestParamInfo<GgmlType>& i) { return type_str(i.param); });
+
+INSTANTIATE_TEST_SUITE_P(Types, MatmulI8, testing::Combine(kTypes, testing::Values(WeightBits::Int8, WeightBits::Int4)),
+                         [](const testing::TestParamInfo<std::tuple<GgmlType, WeightBits>>& i) {
+                           return type_str(std::get<0>(i.param)) + "_" + bits_str(std::get<1>(i.param));
+                         });
+
+// quantize_chunk_i4: values in [-8, 7]; the largest magnitude lands on -8 with
+// the first scale; the chosen scale's squared error is no larger than that
+// first scale's (computed here independently); every value not clamped is
+// within half a step; a chunk of zeros is zeros.
+TEST(QuantizeChunkI4, ScaleAndValues) {
+  for (uint64_t seed = 1; seed <= 50; ++seed) {
+    const int64_t n = seed % 5 == 0 ? 37 : 256;
+    std::vector<float> x = random_acts(1, n, n, seed);
+    if (seed % 3 == 0) x[size_t(seed % n)] = 9.0f;  // a positive outlier: q = -8, d < 0
+    int8_t q[256];
+    const float d = ref::quantize_chunk_i4(x.data(), n, q);
+    float big = 0;
+    for (float v : x) big = std::fabs(v) > std::fabs(big) ? v : big;
+    const float d0 = big / -8.0f;
+    double e0 = 0, e = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double v0 = std::clamp(std::nearbyint(x[size_t(i)] / d0), -8.0f, 7.0f);
+      e0 += (x[size_t(i)] - v0 * d0) * (x[size_t(i)] - v0 * d0);
+      e += (x[size_t(i)] - double(q[i]) * d) * (x[size_t(i)] - double(q[i]) * d);
+      ASSERT_GE(q[i], -8);
+      ASSERT_LE(q[i], 7);
+      if (q[i] > -8 && q[i] < 7) {
+        ASSERT_LE(std::fabs(x[size_t(i)] - double(q[i]) * d), std::fabs(d) * 0.5 * (1 + 1e-5)) << seed << " " << i;
+      }
+    }
+    ASSERT_LE(e, e0 * (1 + 1e-9)) << seed;
+    ASSERT_NE(d, 0.0f);
+    if (d == d0) {
+      ASSERT_EQ(q[std::find(x.begin(), x.end(), big) - x.begin()], -8);
+    }
+  }
+  std::vector<float> z(100, 0.0f);
+  int8_t q[256];
+  std::fill(q, q + 256, int8_t(3));
+  EXPECT_EQ(ref::quantize_chunk_i4(z.data(), 100, q), 0.0f);
+  for (int i = 0; i < 100; ++i) ASSERT_EQ(q[i], 0);
+}
 
 // The vector quantizer writes the bytes of the portable one (a chunk of zeros,
 // a short last chunk, ties at half a step).

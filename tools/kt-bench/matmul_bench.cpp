@@ -15,6 +15,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -92,6 +93,7 @@ int usage() {
                "                       [--hot]   (one copy of the weights: cache-resident, the compute ceiling)\n"
                "                       [--bf16]  (matmul_bf16: weights and activations rounded to BF16)\n"
                "                       [--int8]  (matmul_i8: weights repacked to int8 first, as AMXInt8 plans)\n"
+               "                       [--int4]  (matmul_i8: weights repacked to int4 first, as AMXInt4 plans)\n"
                "  defaults: --type Q4_K --rows 14336 --cols 4096 --batch 1 --threads <all> --reps 20\n");
   return 2;
 }
@@ -107,7 +109,7 @@ int run_matmul_bench(int argc, char** argv) {
   bool triad = true;
   bool hot = false;  // one copy: weights stay in cache (compute ceiling)
   bool bf16 = false;  // matmul_bf16 (BF16 rounding) instead of matmul_q
-  bool int8 = false;  // matmul_i8 over the weights repacked to int8
+  std::optional<cpu::WeightBits> repacked;  // matmul_i8 over the weights repacked to int8 / int4
   for (int i = 0; i < argc; ++i) {
     const std::string a = argv[i];
     const bool has = i + 1 < argc;
@@ -135,8 +137,10 @@ int run_matmul_bench(int argc, char** argv) {
       hot = true;
     } else if (a == "--bf16") {
       bf16 = true;
-    } else if (a == "--int8") {
-      int8 = true;
+    } else if (a == "--int8" && !repacked) {
+      repacked = cpu::WeightBits::Int8;
+    } else if (a == "--int4" && !repacked) {
+      repacked = cpu::WeightBits::Int4;
     } else {
       return usage();
     }
@@ -146,6 +150,11 @@ int run_matmul_bench(int argc, char** argv) {
     if (b < 1) return usage();
   for (int t : thread_counts)
     if (t < 1) return usage();
+  if (bf16 && repacked) return usage();
+  const bool i8 = repacked.has_value();  // matmul_i8's path, int8 or int4 weights
+  const cpu::WeightBits bits = repacked.value_or(cpu::WeightBits::Int8);
+  // What the weights are as the kernel reads them (the plan's layout names).
+  const char* weights = !repacked ? "gguf" : bits == cpu::WeightBits::Int4 ? "int4" : "int8";
 
   std::printf("cpu: %s\n", cpu_description().c_str());
   std::printf("isa: %s (detected %s)\n", cpu::isa_name(cpu::active_isa()), cpu::isa_name(cpu::detected_isa()));
@@ -179,22 +188,22 @@ int run_matmul_bench(int argc, char** argv) {
     }
     const GgmlType t = tt->type;
     const uint64_t row_bytes = tt->row_bytes(cols);
-    const uint64_t bytes = int8 ? cpu::i8_matrix_bytes(cols, rows) : row_bytes * uint64_t(rows);
+    const uint64_t bytes = i8 ? cpu::i8_matrix_bytes(cols, rows, bits) : row_bytes * uint64_t(rows);
     const int copies = hot ? 1 : int(std::max<uint64_t>(2, (4 * llc + bytes - 1) / bytes));
     std::unique_ptr<uint8_t[]> w(new (std::align_val_t(64)) uint8_t[bytes * uint64_t(copies)]);
     SplitMix64 rng(42);
-    if (int8) {  // the file's blocks, repacked as the runtime repacks an "int8" weight
+    if (i8) {  // the file's blocks, repacked as the runtime repacks an "int8" or "int4" weight
       std::vector<uint8_t> file(row_bytes * uint64_t(rows));
       fill_random_blocks(t, file.data(), file.size(), rng);
       cpu::repack_i8_matrices(t, file.data(), row_bytes, file.size(), cols, rows, 1, w.get(),
-                              int(std::thread::hardware_concurrency()));
+                              int(std::thread::hardware_concurrency()), bits);
     } else {
       fill_random_blocks(t, w.get(), bytes, rng);
     }
     for (int c = 1; c < copies; ++c) std::memcpy(w.get() + bytes * uint64_t(c), w.get(), bytes);
-    std::printf("\n%s: %lld x %lld, %.1f MB per copy, %d copies (LLC %.0f MiB), kernel %s\n", tname.c_str(),
+    std::printf("\n%s: %lld x %lld, %.1f MB per copy, %d copies (LLC %.0f MiB), kernel %s%s%s\n", tname.c_str(),
                 (long long)rows, (long long)cols, double(bytes) / 1e6, copies, double(llc) / double(1 << 20),
-                int8 ? cpu::matmul_i8_impl() : cpu::matmul_q_impl(t));
+                i8 ? cpu::matmul_i8_impl() : cpu::matmul_q_impl(t), i8 ? " over " : "", i8 ? weights : "");
 
     for (int threads : thread_counts) {
       SpinPool pool(threads);
@@ -202,10 +211,10 @@ int run_matmul_bench(int argc, char** argv) {
         std::vector<float> x(size_t(batch * cols));
         for (auto& v : x) v = 2.0f * rng.uniform() - 1.0f;
         const size_t ab = bf16   ? (cpu::bf16_acts_bytes(cols, batch) + size_t(batch) - 1) / size_t(batch)
-                          : int8 ? cpu::i8_act_row_bytes(cols)
+                          : i8 ? cpu::i8_act_row_bytes(cols)
                                  : cpu::act_row_bytes(t, cols);
         std::unique_ptr<uint8_t[]> xq(new (std::align_val_t(64)) uint8_t[ab * size_t(batch)]);
-        const size_t tiles_bytes = int8 ? cpu::i8_tiles_bytes(cols, batch) : 0;
+        const size_t tiles_bytes = i8 ? cpu::i8_tiles_bytes(cols, batch) : 0;
         std::unique_ptr<uint8_t[]> tiles(new (std::align_val_t(64)) uint8_t[std::max<size_t>(tiles_bytes, 64)]);
         std::vector<float> y(size_t(batch * rows));
         int copy = 0;
@@ -216,7 +225,7 @@ int run_matmul_bench(int argc, char** argv) {
           const auto q0 = Clock::now();
           if (bf16) {
             cpu::pack_bf16_acts(x.data(), cols, cols, batch, xq.get());
-          } else if (int8) {
+          } else if (i8) {
             cpu::quantize_acts_i8(x.data(), cols, batch, cols, xq.get());
             if (tiles_bytes > 0) cpu::tile_acts_i8(xq.get(), cols, batch, tiles.get());
           } else {
@@ -229,9 +238,9 @@ int run_matmul_bench(int argc, char** argv) {
             const int64_t o0 = std::min(rows, chunks * ti / threads * 16);
             const int64_t o1 = std::min(rows, chunks * (ti + 1) / threads * 16);
             if (bf16) cpu::matmul_bf16(t, wc, row_bytes, cols, xq.get(), batch, y.data(), rows, o0, o1);
-            else if (int8)
+            else if (i8)
               cpu::matmul_i8(wc, cols, rows, xq.get(), tiles_bytes ? tiles.get() : nullptr, batch, y.data(), rows, o0,
-                             o1);
+                             o1, bits);
             else cpu::matmul_q(t, wc, row_bytes, cols, xq.get(), batch, y.data(), rows, o0, o1);
           });
         };
@@ -247,7 +256,7 @@ int run_matmul_bench(int argc, char** argv) {
         // does when nothing else runs); the median beside it shows the spread.
         std::sort(times.begin(), times.end());
         const double best = times.front(), med = times[times.size() / 2];
-        Result res{tname, bf16 ? cpu::matmul_bf16_impl() : int8 ? cpu::matmul_i8_impl() : cpu::matmul_q_impl(t), batch, threads, best * 1e3, double(bytes) / best / 1e9,
+        Result res{tname, bf16 ? cpu::matmul_bf16_impl() : i8 ? cpu::matmul_i8_impl() : cpu::matmul_q_impl(t), batch, threads, best * 1e3, double(bytes) / best / 1e9,
                    2.0 * double(rows) * double(cols) * double(batch) / best / 1e9, quant_s / reps * 1e3, med * 1e3};
         results.push_back(res);
         const double tr = triad_for(threads);
@@ -263,7 +272,8 @@ int run_matmul_bench(int argc, char** argv) {
     j.push_back({{"type", r.type}, {"impl", r.impl}, {"batch", r.batch}, {"threads", r.threads}, {"ms", r.ms},
                  {"median_ms", r.median_ms},
                  {"gbps", r.gbps}, {"triad_gbps", triad_for(r.threads)}, {"gflops", r.gflops}});
-  std::printf("%s\n", nlohmann::json{{"matmul", j}, {"rows", rows}, {"cols", cols}}.dump().c_str());
+  std::printf("%s\n",
+              nlohmann::json{{"matmul", j}, {"rows", rows}, {"cols", cols}, {"weights", weights}}.dump().c_str());
   return 0;
 }
 

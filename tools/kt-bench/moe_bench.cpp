@@ -4,9 +4,9 @@
 // expert weights against the DRAM triad, and prefill (128, 512, 2048 tokens) in
 // TFLOP/s against oneDNN's BF16 GEMM on the same shapes. --routing draws the
 // experts uniformly (default), Zipf-skewed or as a routing profile says.
-// --int8 repacks the experts to int8 first, as a plan with KTransformers'
-// AMXInt8 has the runtime do (kernels/cpu/matmul_i8.h); GB/s then counts the
-// repacked bytes.
+// --int8 / --int4 repack the experts to int8 / int4 first, as a plan with
+// KTransformers' AMXInt8 / AMXInt4 has the runtime do (kernels/cpu/matmul_i8.h);
+// GB/s then counts the repacked bytes.
 #include <algorithm>
 #include <cmath>
 #include <chrono>
@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -53,20 +54,20 @@ const Shape kShapes[] = {
 struct Layer {
   std::vector<uint8_t> gate, up, down;
   kern::WeightView w[3];
-  std::vector<uint8_t> i8[3];  // --int8: the repacked matrices (64-byte aligned within)
+  std::vector<uint8_t> i8[3];  // --int8 / --int4: the repacked matrices (64-byte aligned within)
 };
 
-// Repacks the three weights as the runtime does for a plan's "int8" layout;
-// returns the seconds it took.
-double repack_layer(Layer& L, int threads) {
+// Repacks the three weights as the runtime does for a plan's "int8" or "int4"
+// layout; returns the seconds it took.
+double repack_layer(Layer& L, int threads, cpu::WeightBits bits) {
   const auto t0 = Clock::now();
   for (int k = 0; k < 3; ++k) {
     kern::WeightView& v = L.w[k];
-    L.i8[k].resize(cpu::i8_matrix_bytes(v.ne[0], v.ne[1]) * size_t(v.ne[2]) + 64);
+    L.i8[k].resize(cpu::i8_matrix_bytes(v.ne[0], v.ne[1], bits) * size_t(v.ne[2]) + 64);
     uint8_t* p = L.i8[k].data() + (64 - reinterpret_cast<uintptr_t>(L.i8[k].data()) % 64) % 64;
-    cpu::repack_i8_matrices(v.type, v.data, v.nb[1], v.nb[2], v.ne[0], v.ne[1], v.ne[2], p, threads);
+    cpu::repack_i8_matrices(v.type, v.data, v.nb[1], v.nb[2], v.ne[0], v.ne[1], v.ne[2], p, threads, bits);
     v.data = p;
-    v.layout = kern::WeightLayout::Int8;
+    v.layout = bits == cpu::WeightBits::Int4 ? kern::WeightLayout::Int4 : kern::WeightLayout::Int8;
   }
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
@@ -168,7 +169,7 @@ int run_moe_bench(int argc, char** argv) {
   int threads = 0;
   bool quick = false;
   int64_t bf16_rows = 0;
-  bool int8 = false;
+  std::optional<cpu::WeightBits> repacked;  // --int8 / --int4
   std::string routing = "uniform";
   for (int i = 0; i < argc; ++i) {
     const std::string a = argv[i];
@@ -177,15 +178,18 @@ int run_moe_bench(int argc, char** argv) {
     else if (a == "--threads" && i + 1 < argc) threads = std::atoi(argv[++i]);
     else if (a == "--quick") quick = true;
     else if (a == "--bf16-rows" && i + 1 < argc) bf16_rows = std::atoll(argv[++i]);
-    else if (a == "--int8") int8 = true;
+    else if (a == "--int8" && !repacked) repacked = cpu::WeightBits::Int8;
+    else if (a == "--int4" && !repacked) repacked = cpu::WeightBits::Int4;
     else {
       std::fprintf(stderr, "usage: kt-bench moe [--model deepseek-v2-lite|deepseek-v3|qwen2-57b-a14b|mixtral-8x7b] "
                            "[--threads N] [--quick] [--routing uniform|zipf:S|profile:FILE]\n"
                            "       [--bf16-rows N]  (experts with N or more of a call's rows in BF16: AMXBF16)\n"
-                           "       [--int8]         (experts repacked to int8 at load: AMXInt8)\n");
+                           "       [--int8]         (experts repacked to int8 at load: AMXInt8)\n"
+                           "       [--int4]         (experts repacked to int4 at load: AMXInt4; not with --int8)\n");
       return 2;
     }
   }
+  const char* repacked_name = !repacked ? "" : *repacked == cpu::WeightBits::Int4 ? "int4" : "int8";
   auto dist = parse_routing_distribution(routing);
   if (!dist.ok()) {
     std::fprintf(stderr, "kt-bench: %s\n", dist.error().message.c_str());
@@ -193,25 +197,26 @@ int run_moe_bench(int argc, char** argv) {
   }
   ThreadPool pool(threads);
   const TriadResult triad = measure_triad(uint64_t(quick ? 1 : 3) << 30, pool.n_threads(), 3);
-  std::printf("cpu: %s, %d threads; DRAM triad %.1f GB/s; routing %s; bf16_rows %lld; experts %s\n",
+  std::printf("cpu: %s, %d threads; DRAM triad %.1f GB/s; routing %s; bf16_rows %lld; experts %s%s\n",
               cpu_description().c_str(), pool.n_threads(), triad.gbps, dist->name.c_str(), (long long)bf16_rows,
-              int8 ? "repacked to int8" : "as the file has them");
+              repacked ? "repacked to " : "as the file has them", repacked_name);
   std::printf("%-18s %8s %10s %10s %10s %12s %12s %10s\n", "model", "tokens", "ms", "median ms", "GB/s", "of triad",
               "TFLOP/s", "oneDNN bf16");
   nlohmann::json j = {{"triad_gbps", triad.gbps}, {"threads", pool.n_threads()}, {"routing", dist->name},
-                      {"bf16_rows", bf16_rows}, {"int8", int8},
+                      {"bf16_rows", bf16_rows}, {"int8", repacked == cpu::WeightBits::Int8},
+                      {"int4", repacked == cpu::WeightBits::Int4},
                       {"moe", nlohmann::json::array()}};
   for (const Shape& s : kShapes) {
     if (!only.empty() && only != s.name) continue;
     auto L = make_layer(s);
     double expert_bytes = double(L->gate.size() + L->up.size() + L->down.size()) / double(s.n_expert);
-    if (int8) {
-      const double sec = repack_layer(*L, pool.n_threads());
+    if (repacked) {
+      const double sec = repack_layer(*L, pool.n_threads(), *repacked);
       const double file_bytes = expert_bytes * double(s.n_expert);
       expert_bytes = 0;
       for (const auto& b : L->i8) expert_bytes += double(b.size() - 64) / double(s.n_expert);
-      std::printf("%-18s repacked %.0f MB of experts to %.0f MB of int8 in %.2f s\n", s.name, file_bytes / 1e6,
-                  expert_bytes * double(s.n_expert) / 1e6, sec);
+      std::printf("%-18s repacked %.0f MB of experts to %.0f MB of %s in %.2f s\n", s.name, file_bytes / 1e6,
+                  expert_bytes * double(s.n_expert) / 1e6, repacked_name, sec);
     }
     for (int64_t n : {int64_t(1), int64_t(128), int64_t(512), int64_t(2048)}) {
       if (quick && n > 128) continue;
