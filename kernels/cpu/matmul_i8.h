@@ -106,6 +106,10 @@ void i8_run_avx512(const uint8_t* wi8, int64_t n_in, const uint8_t* xq, int64_t 
                    int64_t o_begin, int64_t o_end, int64_t n_out, WeightBits bits);
 void i8_tile_pack(const uint8_t* xq, int64_t n_in, int64_t n_batch, uint8_t* dst);
 size_t i8_tile_bytes(int64_t n_in);  // one tile of 16 rows
+// A chunk of a block of int4 rows (u[16][128]) to int8 rows of 256 values at
+// dst (64-byte aligned, 4096 bytes): value j of row r from byte j % 128's low
+// (j < 128) or high nibble, q = u - 8.
+void i4_unpack(const uint8_t* blk, uint8_t* dst);
 // emulate: the tile instructions computed in plain C++ (tests on CPUs without AMX).
 void i8_run_amx(const uint8_t* wi8, int64_t n_in, const uint8_t* tiles, int64_t n_batch, float* y, int64_t y_stride,
                 int64_t o_begin, int64_t o_end, int64_t n_out, bool emulate, WeightBits bits = WeightBits::Int8);

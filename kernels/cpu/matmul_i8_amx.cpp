@@ -173,21 +173,6 @@ template <int NR>
     }
 }
 
-// A chunk of a block of int4 rows (kI4BlockBytes' u[16][128]) to int8 rows of
-// 256 values at dst (64-byte aligned): value j of row r from byte j % 128's low
-// (j < 128) or high nibble.
-[[gnu::always_inline]] inline void unpack_i4(const uint8_t* blk, uint8_t* dst) {
-  const __m512i nib = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8);
-  for (int r = 0; r < 16; ++r) {
-    const __m512i v0 = _mm512_load_si512(blk + 128 * r), v1 = _mm512_load_si512(blk + 128 * r + 64);
-    uint8_t* d = dst + 256 * r;
-    _mm512_store_si512(d, _mm512_sub_epi8(_mm512_and_si512(v0, nib), eight));
-    _mm512_store_si512(d + 64, _mm512_sub_epi8(_mm512_and_si512(v1, nib), eight));
-    _mm512_store_si512(d + 128, _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v0, 4), nib), eight));
-    _mm512_store_si512(d + 192, _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v1, 4), nib), eight));
-  }
-}
-
 // Rows [o, o + 16 NR) against the group's n_tok tokens (tiles at `tiles`).
 // (Issuing a step's products before scaling the previous step's C tiles, so
 // the vector units scale while the tiles multiply, measured no faster on the
@@ -218,10 +203,10 @@ void row_pair(const uint8_t* wi8, int64_t nc, int last_slices, size_t tb, int64_
     const uint8_t* a0 = blk0;
     const uint8_t* a1 = blk1;
     if constexpr (B == WeightBits::Int4) {
-      unpack_i4(blk0, unpacked);
+      i4_unpack(blk0, unpacked);
       a0 = unpacked;
       if constexpr (NR == 2) {
-        unpack_i4(blk1, unpacked + 4096);
+        i4_unpack(blk1, unpacked + 4096);
         a1 = unpacked + 4096;
       }
     }

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/cpu/amx_tiles.h"
 #include "kernels/cpu/matmul_i8.h"
 
 namespace kt::cpu::matmul_detail {
@@ -94,17 +95,42 @@ namespace {
 
 }  // namespace
 
+void i4_unpack(const uint8_t* blk, uint8_t* dst) {
+  const __m512i nib = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8);
+  for (int r = 0; r < 16; ++r) {
+    const __m512i v0 = _mm512_load_si512(blk + 128 * r), v1 = _mm512_load_si512(blk + 128 * r + 64);
+    uint8_t* d = dst + 256 * r;
+    _mm512_store_si512(d, _mm512_sub_epi8(_mm512_and_si512(v0, nib), eight));
+    _mm512_store_si512(d + 64, _mm512_sub_epi8(_mm512_and_si512(v1, nib), eight));
+    _mm512_store_si512(d + 128, _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v0, 4), nib), eight));
+    _mm512_store_si512(d + 192, _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v1, 4), nib), eight));
+  }
+}
+
 void i8_run_avx512(const uint8_t* wi8, int64_t n_in, const uint8_t* xq, int64_t n_batch, float* y, int64_t y_stride,
                    int64_t o_begin, int64_t o_end, int64_t n_out, WeightBits bits) {
   (void)n_out;
   const int64_t nc = i8_chunks(n_in);
   const int last_slices = int((n_in - (nc - 1) * kI8Chunk + 63) / 64);  // 64-value slices of the last chunk
   const size_t arb = i8_act_row_bytes(n_in);
-  const bool int4 = bits == WeightBits::Int4;
-  const size_t bb = i8_block_bytes(bits), q_bytes = int4 ? 2048 : 4096;
+  // Int4 over several tokens: each block of rows unpacked once to the int8
+  // layout (nc x 4224 bytes of the thread's buffer), not once a token (48
+  // tokens on the EPYC, 2 threads, 1408 x 2048: 0.49 ms unpacking per token
+  // against 0.32 for int8).
+  const bool unpack = bits == WeightBits::Int4 && n_batch > 1;
+  const bool int4 = bits == WeightBits::Int4 && !unpack;
+  uint8_t* unpacked = unpack ? static_cast<uint8_t*>(amx_thread_buffer(size_t(nc) * kI8BlockBytes)) : nullptr;
+  const size_t bb = int4 ? kI4BlockBytes : kI8BlockBytes, q_bytes = int4 ? 2048 : 4096;
   const __m512i flip = _mm512_set1_epi8(char(0x80));
   for (int64_t o = o_begin; o < o_end; o += 16) {
-    const uint8_t* blocks = wi8 + size_t(o / 16 * nc) * bb;
+    const uint8_t* blocks = wi8 + size_t(o / 16 * nc) * i8_block_bytes(bits);
+    if (unpack) {
+      for (int64_t c = 0; c < nc; ++c) {
+        i4_unpack(blocks + size_t(c) * kI4BlockBytes, unpacked + size_t(c) * kI8BlockBytes);
+        std::memcpy(unpacked + size_t(c) * kI8BlockBytes + 4096, blocks + size_t(c) * kI4BlockBytes + 2048, 128);
+      }
+      blocks = unpacked;
+    }
     const int rows = int(std::min<int64_t>(16, o_end - o));
     for (int64_t b = 0; b < n_batch; ++b) {
       const uint8_t* xb = xq + size_t(b) * arb;
