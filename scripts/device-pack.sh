@@ -128,6 +128,11 @@ if [ "${KT_PACK_BENCH:-1}" = 1 ] && [ -x "$compile" ]; then
   bplan v2lite hybrid rules/deepseek-v2-lite-hybrid.yaml
   # The same without streamed experts: long prefill with the CPU's GEMMs.
   bplan v2lite hybrid-nostream rules/deepseek-v2-lite-hybrid.yaml --stream-experts off
+  # The hybrid rules with the CPU's experts as AMXInt4 (decode reads ~4.25 bits a
+  # weight instead of Q4_K_M's 4.5-8.5).
+  int4rules() { sed 's/^\( *\)prefill_op: "KExpertsCPU"/&\n\1backend: "AMXInt4"/' "$1" > "$2"; grep -q AMXInt4 "$2"; }
+  int4rules rules/deepseek-v2-lite-hybrid.yaml "$tmp/v2lite-hybrid-int4.yaml" &&
+    bplan v2lite hybrid-int4 "$tmp/v2lite-hybrid-int4.yaml"
   bplan v2lite all-gpu rules/all-gpu.yaml
   # Issue 13: hot experts and deferral (hotplans below). KT_PACK_HOT=0 skips them.
   # Each plan may carry NAME.args: kt-bench e2e arguments device-run.sh adds
@@ -186,6 +191,7 @@ if [ "${KT_PACK_BENCH:-1}" = 1 ] && [ -x "$compile" ]; then
   synth v3-5l --like deepseek-v3 --layers 5 --vocab-size 102400 --mla-split
   bplan v3-5l hybrid rules/deepseek-v3-hybrid.yaml
   bplan v3-5l hybrid-nostream rules/deepseek-v3-hybrid.yaml --stream-experts off
+  int4rules rules/deepseek-v3-hybrid.yaml "$tmp/v3-hybrid-int4.yaml" && bplan v3-5l hybrid-int4 "$tmp/v3-hybrid-int4.yaml"
   bplan v3-5l all-gpu rules/all-gpu.yaml
   hotplans v3-5l rules/deepseek-v3-hybrid.yaml tiny-dsv3-Q4_K_M
   rm -f out/device/bench/models/*.gguf
