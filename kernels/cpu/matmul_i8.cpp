@@ -32,6 +32,7 @@ void repack_i4_rows(GgmlType type, const void* w, uint64_t w_row_bytes, int64_t 
   const int64_t nc = i8_chunks(n_in);
   std::vector<float> row(static_cast<size_t>(n_in));
   int8_t q[256];
+  const bool vector = active_isa() >= Isa::Avx512;
   for (int64_t rb = 0; rb < i8_row_blocks(rows); ++rb) {
     uint8_t* blocks = static_cast<uint8_t*>(dst) + size_t(rb * nc) * kI4BlockBytes;
     for (int64_t c = 0; c < nc; ++c) {  // zero values (8) and zero scales and sums where no row is
@@ -43,7 +44,8 @@ void repack_i4_rows(GgmlType type, const void* w, uint64_t w_row_bytes, int64_t 
       for (int64_t c = 0; c < nc; ++c) {
         const int64_t n = std::min<int64_t>(kI8Chunk, n_in - c * kI8Chunk);
         std::fill(q, q + 256, int8_t(0));
-        const float d = ref::quantize_chunk_i4(row.data() + c * kI8Chunk, n, q);
+        const float d = vector ? matmul_detail::i4_quantize_avx512(row.data() + c * kI8Chunk, n, q)
+                               : ref::quantize_chunk_i4(row.data() + c * kI8Chunk, n, q);
         uint8_t* b = blocks + size_t(c) * kI4BlockBytes;
         int32_t s = 0;
         for (int j = 0; j < 128; ++j) {

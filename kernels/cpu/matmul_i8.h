@@ -110,6 +110,8 @@ size_t i8_tile_bytes(int64_t n_in);  // one tile of 16 rows
 // dst (64-byte aligned, 4096 bytes): value j of row r from byte j % 128's low
 // (j < 128) or high nibble, q = u - 8.
 void i4_unpack(const uint8_t* blk, uint8_t* dst);
+// ref::quantize_chunk_i4 with AVX-512, bit for bit (the repack's quantizer).
+float i4_quantize_avx512(const float* x, int64_t n, int8_t* q);
 // emulate: the tile instructions computed in plain C++ (tests on CPUs without AMX).
 void i8_run_amx(const uint8_t* wi8, int64_t n_in, const uint8_t* tiles, int64_t n_batch, float* y, int64_t y_stride,
                 int64_t o_begin, int64_t o_end, int64_t n_out, bool emulate, WeightBits bits = WeightBits::Int8);

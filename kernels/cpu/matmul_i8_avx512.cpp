@@ -17,6 +17,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "kernels/cpu/amx_tiles.h"
@@ -98,6 +99,85 @@ namespace {
 }
 
 }  // namespace
+
+float i4_quantize_avx512(const float* x, int64_t n, int8_t* q) {
+  // ref::quantize_chunk_i4's operations, 16 floats at a time; its eight
+  // interleaved double sums are the eight lanes of a __m512d.
+  auto live = [&](int64_t i) {  // lanes of the 16 floats at i that hold values
+    const int64_t left = n - i;
+    return left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
+  };
+  const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
+  __m512 amax = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n; i += 16)
+    amax = _mm512_max_ps(amax, _mm512_and_ps(_mm512_maskz_loadu_ps(live(i), x + i), abs_mask));
+  const float m = _mm512_reduce_max_ps(amax);
+  if (m == 0.0f) {
+    std::memset(q, 0, size_t(n));
+    return 0.0f;
+  }
+  float big = 0.0f;  // the first value of largest magnitude, as the reference's strict > keeps
+  for (int64_t i = 0; i < n; ++i)
+    if (std::fabs(x[i]) == m) {
+      big = x[i];
+      break;
+    }
+  alignas(64) float v[256];
+  // Lane sums of two halves of 16 products (values i..i+7 and i+8..i+15).
+  auto add16 = [](__m512d acc, __m512 a, __m512 b, __mmask16 k) {
+    const __m512d lo = _mm512_mul_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(a)),
+                                     _mm512_cvtps_pd(_mm512_castps512_ps256(b)));
+    const __m512d hi = _mm512_mul_pd(_mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1))),
+                                     _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(b), 1))));
+    acc = _mm512_mask_add_pd(acc, __mmask8(k), acc, lo);
+    return _mm512_mask_add_pd(acc, __mmask8(k >> 8), acc, hi);
+  };
+  auto tree = [](__m512d acc) {
+    alignas(64) double a[8];
+    _mm512_store_pd(a, acc);
+    return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+  };
+  auto round_with = [&](float d, int8_t* out) {
+    const __m512 dv = _mm512_set1_ps(d), magic = _mm512_set1_ps(12582912.0f);
+    const __m512d dd = _mm512_set1_pd(double(d));
+    __m512d err = _mm512_setzero_pd();
+    for (int64_t i = 0; i < n; i += 16) {
+      const __mmask16 k = live(i);
+      const __m512 xi = _mm512_maskz_loadu_ps(k, x + i);
+      const __m512 c = _mm512_min_ps(_mm512_max_ps(_mm512_div_ps(xi, dv), _mm512_set1_ps(-9.0f)), _mm512_set1_ps(8.0f));
+      const __m512 r = _mm512_sub_ps(_mm512_add_ps(c, magic), magic);
+      const __m512 vi = _mm512_min_ps(_mm512_max_ps(r, _mm512_set1_ps(-8.0f)), _mm512_set1_ps(7.0f));
+      _mm512_store_ps(v + i, vi);
+      _mm_mask_storeu_epi8(out + i, k, _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(vi)));
+      // (x - v d)^2 in double, per value
+      auto half = [&](__m256 xh, __m256 vh) {
+        const __m512d e = _mm512_sub_pd(_mm512_cvtps_pd(xh), _mm512_mul_pd(_mm512_cvtps_pd(vh), dd));
+        return _mm512_mul_pd(e, e);
+      };
+      const __m512d lo = half(_mm512_castps512_ps256(xi), _mm512_castps512_ps256(vi));
+      const __m512d hi = half(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(xi), 1)),
+                              _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(vi), 1)));
+      err = _mm512_mask_add_pd(err, __mmask8(k), err, lo);
+      err = _mm512_mask_add_pd(err, __mmask8(k >> 8), err, hi);
+    }
+    return tree(err);
+  };
+  const float d0 = big / -8.0f;
+  const double e0 = round_with(d0, q);
+  __m512d xq = _mm512_setzero_pd(), qq = _mm512_setzero_pd();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 k = live(i);
+    const __m512 xi = _mm512_maskz_loadu_ps(k, x + i), vi = _mm512_load_ps(v + i);
+    xq = add16(xq, xi, vi, k);
+    qq = add16(qq, vi, vi, k);
+  }
+  const float d1 = float(tree(xq) / tree(qq));
+  int8_t q1[256];
+  const double e1 = round_with(d1, q1);
+  if (!(e1 < e0)) return d0;
+  std::memcpy(q, q1, size_t(n));
+  return d1;
+}
 
 void i4_unpack(const uint8_t* blk, uint8_t* dst) {
   const __m512i nib = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8);

@@ -74,7 +74,8 @@ float quantize_chunk_i8(const float* x, int64_t n, int8_t* q);
 // rounding (matmul_i8's int4 repacking calls it): d0 = the largest-magnitude
 // value / -8 (that value lands on -8, as ggml's Q4_0 does), q = clamp(nearest-even(x / d),
 // -8, 7); then d1 = sum(x q) / sum(q q) (least squares for those q) and q again
-// with d1; whichever of the two has the smaller squared error (d0 on ties).
+// with d1; whichever of the two has the smaller squared error (d0 on ties; the
+// sums in double, eight interleaved partial sums added in a fixed tree).
 // d = 0 and q = 0 for a chunk of zeros.
 float quantize_chunk_i4(const float* x, int64_t n, int8_t* q);
 
