@@ -189,25 +189,15 @@ float quantize_chunk_i4(const float* x, int64_t n, int8_t* q) {
 
 namespace {
 
-// Int4 rounding of a weight row, chunk by chunk, as q * d in exact doubles.
-void int4_values(const float* x, int64_t n, double* out) {
-  int8_t q[256];
-  for (int64_t c = 0; c < n; c += 256) {
-    const int64_t m = std::min<int64_t>(256, n - c);
-    const float d = quantize_chunk_i4(x + c, m, q);
-    for (int64_t i = 0; i < m; ++i) out[c + i] = double(q[i]) * double(d);
-  }
-}
-
-// Int8 rounding of n values, chunk by chunk, as q * d in T: float for
-// round_activations, exact doubles for matmul's sums. out may alias x (a
-// chunk is quantized whole before it is written).
+// Values rounded chunk by chunk by a quantizer (quantize_chunk_i8 or _i4), as
+// q * d in T: float for round_activations, exact doubles for matmul's sums.
+// out may alias x (a chunk is quantized whole before it is written).
 template <class T>
-void int8_values(const float* x, int64_t n, T* out) {
+void chunk_values(float (*quantize)(const float*, int64_t, int8_t*), const float* x, int64_t n, T* out) {
   int8_t q[256];
   for (int64_t c = 0; c < n; c += 256) {
     const int64_t m = std::min<int64_t>(256, n - c);
-    const float d = quantize_chunk_i8(x + c, m, q);
+    const float d = quantize(x + c, m, q);
     for (int64_t i = 0; i < m; ++i) out[c + i] = T(q[i]) * T(d);
   }
 }
@@ -222,7 +212,7 @@ void round_activations(GgmlType weight_type, ActRounding rounding, const float* 
     for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(f32_to_bf16(out[i]));
     return;
   }
-  if (rounding == ActRounding::Int8 || rounding == ActRounding::Int4) return int8_values(out, n, out);
+  if (rounding == ActRounding::Int8 || rounding == ActRounding::Int4) return chunk_values(quantize_chunk_i8, out, n, out);
   switch (weight_type) {
     case GgmlType::F32:
       return;
@@ -256,11 +246,11 @@ void matmul(GgmlType type, const void* w, int64_t n_in, int64_t n_out, const flo
     std::vector<double> wr(static_cast<size_t>(n_in * n_out)), xd(static_cast<size_t>(n_in));
     for (int64_t o = 0; o < n_out; ++o) {
       t.dequant_row(base + uint64_t(o) * row_bytes, xr.data(), n_in);
-      if (rounding == ActRounding::Int4) int4_values(xr.data(), n_in, wr.data() + o * n_in);
-      else int8_values(xr.data(), n_in, wr.data() + o * n_in);
+      chunk_values(rounding == ActRounding::Int4 ? quantize_chunk_i4 : quantize_chunk_i8, xr.data(), n_in,
+                   wr.data() + o * n_in);
     }
     for (int64_t b = 0; b < n_batch; ++b) {
-      int8_values(x + b * n_in, n_in, xd.data());
+      chunk_values(quantize_chunk_i8, x + b * n_in, n_in, xd.data());
       for (int64_t o = 0; o < n_out; ++o) {
         double s = 0.0;
         for (int64_t i = 0; i < n_in; ++i) s += wr[size_t(o * n_in + i)] * xd[size_t(i)];

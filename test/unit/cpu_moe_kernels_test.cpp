@@ -241,6 +241,18 @@ void check_repacked_experts(cpu::WeightBits bits) {
 TEST(FastMoe, Int8ExpertsMatchReference) { check_repacked_experts(cpu::WeightBits::Int8); }
 TEST(FastMoe, Int4ExpertsMatchReference) { check_repacked_experts(cpu::WeightBits::Int4); }
 
+// A repacked expert weight (its first matrix) given to cpu.matmul, which
+// reads only the file's layout: the bind fails with `want` in its message.
+void expect_matmul_refuses(WeightView w, const std::vector<float>& x, const std::string& want) {
+  Call mm("cpu.matmul", Impl::Fast, Rounding::GgmlCpu);
+  w.ne[2] = 1;
+  mm.spec.weights = {w};
+  mm.add_in(GgmlType::F32, w.ne[0], 1, x);
+  mm.add_out(GgmlType::F32, w.ne[1], 1);
+  EXPECT_FALSE(mm.bind());
+  EXPECT_NE(mm.error.find(want), std::string::npos) << mm.error;
+}
+
 // Only some of the three repacked, or repacked with bf16_rows, fails the bind
 // with a message; so does a repacked weight given to a kernel that does not
 // read the layout.
@@ -256,14 +268,7 @@ TEST(FastMoe, Int8LayoutChecked) {
   EXPECT_NE(error.find("one and not the other"), std::string::npos) << error;
   EXPECT_FALSE(moe_experts_call(Impl::Fast, {gi.view, ui.view, di.view}, {rows}, x, ids, wts, 256, 2, 1, &error));
   EXPECT_NE(error.find("take no bf16_rows"), std::string::npos) << error;
-  Call mm("cpu.matmul", Impl::Fast, Rounding::GgmlCpu);
-  WeightView w2 = gi.view;
-  w2.ne[2] = 1;
-  mm.spec.weights = {w2};
-  mm.add_in(GgmlType::F32, 256, 1, x);
-  mm.add_out(GgmlType::F32, 256, 1);
-  EXPECT_FALSE(mm.bind());
-  EXPECT_NE(mm.error.find("does not read"), std::string::npos) << mm.error;
+  expect_matmul_refuses(gi.view, x, "is repacked to int8, which cpu.matmul does not read");
 }
 
 // The same for int4, and int8 and int4 mixed in one call (one operator reads
@@ -283,14 +288,7 @@ TEST(FastMoe, Int4LayoutChecked) {
   EXPECT_NE(error.find("repacked to int4 one and to int8 the other"), std::string::npos) << error;
   EXPECT_FALSE(moe_experts_call(Impl::Reference, {gi.view, ui.view, di.view}, {rows}, x, ids, wts, 256, 2, 1, &error));
   EXPECT_NE(error.find("repacked to int4 take no bf16_rows"), std::string::npos) << error;
-  Call mm("cpu.matmul", Impl::Fast, Rounding::GgmlCpu);
-  WeightView w2 = gi.view;
-  w2.ne[2] = 1;
-  mm.spec.weights = {w2};
-  mm.add_in(GgmlType::F32, 256, 1, x);
-  mm.add_out(GgmlType::F32, 256, 1);
-  EXPECT_FALSE(mm.bind());
-  EXPECT_NE(mm.error.find("is repacked to int4, which cpu.matmul does not read"), std::string::npos) << mm.error;
+  expect_matmul_refuses(gi.view, x, "is repacked to int4, which cpu.matmul does not read");
 }
 
 // cpu.silu_mul's fast path (float, AVX-512 where the CPU has it) against the
