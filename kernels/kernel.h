@@ -56,6 +56,10 @@ struct Act {
 //  Int4: the same with matmul_i8's int4 blocks (KTransformers' AMXInt4), one
 //    matrix per slice, i8_matrix_bytes(ne[0], ne[1], WeightBits::Int4) apart.
 enum class WeightLayout { Gguf, Int8, Int4 };
+// The plan's name of a layout ("gguf", "int8", "int4").
+constexpr const char* layout_name(WeightLayout l) {
+  return l == WeightLayout::Int4 ? "int4" : l == WeightLayout::Int8 ? "int8" : "gguf";
+}
 
 struct WeightView {
   const void* data = nullptr;

@@ -91,7 +91,7 @@ bool Binder::layouts_ok() {
     const WeightView& w = s_.weights[k];
     if (w.layout == WeightLayout::Gguf || (k < 32 && (repacked_ok_ >> k) & 1)) continue;
     return check(false, "weight '", std::string(w.name), "' is repacked to ",
-                 w.layout == WeightLayout::Int4 ? "int4" : "int8", ", which ", std::string(s_.kernel),
+                 layout_name(w.layout), ", which ", std::string(s_.kernel),
                  " does not read (only the routed experts take it)");
   }
   return true;

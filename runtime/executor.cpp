@@ -199,9 +199,8 @@ Status Executor::Impl::bind_weights() {
 // reference kernels.
 Status Executor::Impl::repack_weight(const std::string& name, const DeviceState& dev, kern::WeightLayout to,
                                      kern::WeightView& v) {
-  const bool int4 = to == kern::WeightLayout::Int4;
-  const cpu::WeightBits bits = int4 ? cpu::WeightBits::Int4 : cpu::WeightBits::Int8;
-  const char* layout = int4 ? "int4" : "int8";
+  const cpu::WeightBits bits = to == kern::WeightLayout::Int4 ? cpu::WeightBits::Int4 : cpu::WeightBits::Int8;
+  const char* layout = kern::layout_name(to);
   if (dev.api)
     return err(plan.path(), ": weight '", printable(name), "': layout '", layout, "' is for CPU weights, not ",
                dev.name);

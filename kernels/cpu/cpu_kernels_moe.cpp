@@ -192,9 +192,8 @@ class MoeExpertsFast final : public Kernel {
                         : std::string(*repacked == cpu::WeightBits::Int4 ? "int4 " : "int8 ") + cpu::matmul_i8_impl()),
         slots_(std::move(slots)),
         bf16_rows_(bf16_rows),
-        i8_(repacked.has_value()),
-        bits_(repacked.value_or(cpu::WeightBits::Int8)) {
-    same_act_ = i8_ || (cpu::act_row_bytes(gate, 256) == cpu::act_row_bytes(up, 256) && gate == up);
+        repacked_(repacked) {
+    same_act_ = repacked_ || (cpu::act_row_bytes(gate, 256) == cpu::act_row_bytes(up, 256) && gate == up);
   }
   std::string_view impl() const override { return impl_; }
 
@@ -280,7 +279,7 @@ class MoeExpertsFast final : public Kernel {
         const int32_t e = active_[size_t(i)];
         const int64_t r0 = count_[size_t(e)], m = count_[size_t(e) + 1] - r0;
         if (off[size_t(e)] == kNoTiles) return;
-        if (i8_) cpu::tile_acts_i8(xq + size_t(r0) * arb, n_in, m, tiles + off[size_t(e)]);
+        if (repacked_) cpu::tile_acts_i8(xq + size_t(r0) * arb, n_in, m, tiles + off[size_t(e)]);
         else cpu::tile_acts(t, xq + size_t(r0) * arb, n_in, m, tiles + off[size_t(e)]);
       });
     };
@@ -305,11 +304,11 @@ class MoeExpertsFast final : public Kernel {
                        const std::vector<size_t>& off, const uint8_t* b16, const std::vector<size_t>& b16_off,
                        int64_t n_in, float* out, int64_t n_out, int64_t o0, int64_t o1) {
       const int64_t r0 = count_[size_t(e)], m = count_[size_t(e) + 1] - r0;
-      if (i8_) {
-        const uint8_t* mat = wv.bytes() + size_t(e) * cpu::i8_matrix_bytes(n_in, n_out, bits_);
+      if (repacked_) {
+        const uint8_t* mat = wv.bytes() + size_t(e) * cpu::i8_matrix_bytes(n_in, n_out, *repacked_);
         cpu::matmul_i8(mat, n_in, n_out, xq + size_t(r0) * arb,
                        off[size_t(e)] != kNoTiles ? tiles + off[size_t(e)] : nullptr, m, out + r0 * n_out, n_out, o0,
-                       o1, bits_);
+                       o1, *repacked_);
       } else if (b16_off[size_t(e)] != kNoTiles)
         cpu::matmul_bf16(wv.type, wv.mat(e), wv.row_bytes(), n_in, b16 + b16_off[size_t(e)], m, out + r0 * n_out,
                          n_out, o0, o1);
@@ -399,7 +398,7 @@ class MoeExpertsFast final : public Kernel {
     for (int32_t e : active_) {
       if (bf16_off_[size_t(e)] != kNoTiles) continue;  // a BF16 expert: its own tiles
       const int64_t m = count_[size_t(e) + 1] - count_[size_t(e)];
-      const size_t b = i8_ ? cpu::i8_tiles_bytes(n_in, m) : cpu::tiled_acts_bytes(t, n_in, m);
+      const size_t b = repacked_ ? cpu::i8_tiles_bytes(n_in, m) : cpu::tiled_acts_bytes(t, n_in, m);
       if (b > 0) off[size_t(e)] = total, total += b;
     }
     return total;
@@ -408,17 +407,20 @@ class MoeExpertsFast final : public Kernel {
   // A row of activations for a matrix of type t, and its quantization: the
   // type's 8-bit blocks, or int8 chunks for the repacked experts (int8 or int4
   // weights alike).
-  size_t act_bytes(GgmlType t, int64_t n) const { return i8_ ? cpu::i8_act_row_bytes(n) : cpu::act_row_bytes(t, n); }
+  size_t act_bytes(GgmlType t, int64_t n) const {
+    return repacked_ ? cpu::i8_act_row_bytes(n) : cpu::act_row_bytes(t, n);
+  }
   void quantize(GgmlType t, const float* x, int64_t n, uint8_t* dst) const {
-    if (i8_) cpu::quantize_acts_i8(x, n, 1, n, dst);
+    if (repacked_) cpu::quantize_acts_i8(x, n, 1, n, dst);
     else cpu::quantize_acts(t, x, n, 1, n, dst);
   }
 
   std::string impl_;  // matmul_q's kernel, and matmul_bf16's where bf16_rows asks for it
   ExpertSlots slots_;
   int64_t bf16_rows_;
-  bool i8_;  // the weights are repacked (WeightLayout::Int8 or Int4): matmul_i8's products
-  cpu::WeightBits bits_;  // their values, when i8_
+  // The weights' values when repacked (WeightLayout::Int8 or Int4: matmul_i8's
+  // products), none for the file's blocks.
+  std::optional<cpu::WeightBits> repacked_;
   std::vector<size_t> tile_gate_, tile_up_, tile_down_, bf16_off_, bf16_h_off_;
   std::vector<uint8_t> row_bf16_;
   bool same_act_ = false;
@@ -454,20 +456,19 @@ std::unique_ptr<Kernel> make_cpu_moe_experts(const CallSpec& s, std::string* err
   if (!b.check(bf16_rows >= 0, "bf16_rows must be >= 0")) return nullptr;
   // Repacked (int8 or int4): all three alike, as one operator reads them.
   const WeightLayout layout = s.weights[0].layout;
-  auto repacked_name = [](WeightLayout l) { return l == WeightLayout::Int4 ? "int4" : "int8"; };
   for (size_t k = 0; k < 3; ++k) {
     WeightLayout l0 = layout, lk = s.weights[k].layout;
     if (l0 == WeightLayout::Gguf) std::swap(l0, lk);
     b.check(lk == l0, "weights '", std::string(s.weights[0].name), "' and '", std::string(s.weights[k].name),
-            "': repacked to ", repacked_name(l0),
+            "': repacked to ", layout_name(l0),
             lk == WeightLayout::Gguf ? std::string(" one and not the other")
-                                     : std::string(" one and to ") + repacked_name(lk) + " the other");
+                                     : std::string(" one and to ") + layout_name(lk) + " the other");
     b.accept_repacked(k);
   }
   std::optional<cpu::WeightBits> repacked;
   if (layout == WeightLayout::Int8) repacked = cpu::WeightBits::Int8;
   if (layout == WeightLayout::Int4) repacked = cpu::WeightBits::Int4;
-  if (!b.check(!repacked || bf16_rows == 0, "experts repacked to ", repacked_name(layout), " take no bf16_rows"))
+  if (!b.check(!repacked || bf16_rows == 0, "experts repacked to ", layout_name(layout), " take no bf16_rows"))
     return nullptr;
   // Repacked experts have one arithmetic (int8 or int4 weights by int8
   // activations), so the call's rounding does not choose between the kernels;

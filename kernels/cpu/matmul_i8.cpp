@@ -34,10 +34,11 @@ void repack_i4_rows(GgmlType type, const void* w, uint64_t w_row_bytes, int64_t 
   int8_t q[256];
   const bool vector = active_isa() >= Isa::Avx512;
   for (int64_t rb = 0; rb < i8_row_blocks(rows); ++rb) {
+    constexpr size_t kScales = i8_scales_offset(WeightBits::Int4);
     uint8_t* blocks = static_cast<uint8_t*>(dst) + size_t(rb * nc) * kI4BlockBytes;
     for (int64_t c = 0; c < nc; ++c) {  // zero values (8) and zero scales and sums where no row is
-      std::memset(blocks + size_t(c) * kI4BlockBytes, 0x88, 2048);
-      std::memset(blocks + size_t(c) * kI4BlockBytes + 2048, 0, 128);
+      std::memset(blocks + size_t(c) * kI4BlockBytes, 0x88, kScales);
+      std::memset(blocks + size_t(c) * kI4BlockBytes + kScales, 0, 128);
     }
     for (int r = 0; r < 16 && rb * 16 + r < rows; ++r) {
       kern::vec::dequant(type, static_cast<const uint8_t*>(w) + uint64_t(rb * 16 + r) * w_row_bytes, row.data(), n_in);
@@ -52,8 +53,8 @@ void repack_i4_rows(GgmlType type, const void* w, uint64_t w_row_bytes, int64_t 
           b[r * 128 + j] = uint8_t((q[j] + 8) | ((q[j + 128] + 8) << 4));
           s += q[j] + q[j + 128];
         }
-        std::memcpy(b + 2048 + 4 * r, &d, 4);
-        std::memcpy(b + 2048 + 64 + 4 * r, &s, 4);
+        std::memcpy(b + kScales + 4 * r, &d, 4);
+        std::memcpy(b + kScales + 64 + 4 * r, &s, 4);
       }
     }
   }
@@ -157,7 +158,7 @@ inline int32_t weight_value(const uint8_t* blk, int r, int k, WeightBits bits) {
 void i8_run_scalar(const uint8_t* wi8, int64_t n_in, const uint8_t* xq, int64_t n_batch, float* y, int64_t y_stride,
                    int64_t o_begin, int64_t o_end, WeightBits bits) {
   const int64_t nc = i8_chunks(n_in);
-  const size_t bb = i8_block_bytes(bits), q_bytes = bits == WeightBits::Int4 ? 2048 : 4096;
+  const size_t bb = i8_block_bytes(bits), q_bytes = i8_scales_offset(bits);
   const size_t arb = i8_act_row_bytes(n_in);
   for (int64_t b = 0; b < n_batch; ++b) {
     const auto* xb = reinterpret_cast<const int8_t*>(xq + size_t(b) * arb);

@@ -61,6 +61,8 @@ constexpr size_t kI4BlockBytes = 16 * 128 + 64 + 64;
 // The repacked weights' values: int8 (AMXInt8) or int4 (AMXInt4).
 enum class WeightBits : uint8_t { Int8, Int4 };
 constexpr size_t i8_block_bytes(WeightBits bits) { return bits == WeightBits::Int4 ? kI4BlockBytes : kI8BlockBytes; }
+// Where a block's d[16] starts (its values' bytes; qsum[16] follows at + 64).
+constexpr size_t i8_scales_offset(WeightBits bits) { return bits == WeightBits::Int4 ? 16 * 128 : 16 * 256; }
 
 int64_t i8_chunks(int64_t n_in);
 int64_t i8_row_blocks(int64_t n_out);

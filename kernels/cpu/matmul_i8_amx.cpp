@@ -181,7 +181,7 @@ template <int NR>
 template <class T, int NR, WeightBits B>
 void row_pair(const uint8_t* wi8, int64_t nc, int last_slices, size_t tb, int64_t o, const uint8_t* tiles,
               int64_t n_tok, float* acc, int32_t* cbuf, uint8_t* unpacked) {
-  constexpr size_t kBlock = i8_block_bytes(B), kScales = B == WeightBits::Int4 ? 2048 : 4096;
+  constexpr size_t kBlock = i8_block_bytes(B), kScales = i8_scales_offset(B);
   const int64_t n_tiles = (n_tok + 15) / 16;
   std::memset(acc, 0, size_t(n_tiles) * 512 * sizeof(float));
   const uint8_t* rows0 = wi8 + size_t(o / 16 * nc) * kBlock;

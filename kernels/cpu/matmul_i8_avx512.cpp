@@ -204,14 +204,26 @@ void i8_run_avx512(const uint8_t* wi8, int64_t n_in, const uint8_t* xq, int64_t 
   const bool unpack = bits == WeightBits::Int4 && n_batch > 1;
   const bool int4 = bits == WeightBits::Int4 && !unpack;
   uint8_t* unpacked = unpack ? static_cast<uint8_t*>(amx_thread_buffer(size_t(nc) * kI8BlockBytes)) : nullptr;
-  const size_t bb = int4 ? kI4BlockBytes : kI8BlockBytes, q_bytes = int4 ? 2048 : 4096;
+  const WeightBits read = int4 ? WeightBits::Int4 : WeightBits::Int8;  // the blocks the loop below reads
+  const size_t bb = i8_block_bytes(read), q_bytes = i8_scales_offset(read);
   const __m512i flip = _mm512_set1_epi8(char(0x80));
+  // Int4 in registers (one token: more unpack above): the token's activation
+  // sum per chunk, 8 x which comes off every row's sum (sum (q + 8) a = sum q a
+  // + 8 sum a), once a call rather than once a block of rows.
+  int32_t* act_sums = int4 ? static_cast<int32_t*>(amx_thread_buffer(size_t(nc) * sizeof(int32_t))) : nullptr;
+  for (int64_t c = 0; int4 && c < nc; ++c) {
+    const __m512i ones = _mm512_set1_epi8(1);
+    __m512i as = _mm512_setzero_si512();
+    for (int j = 0; j < 4; ++j) as = _mm512_dpbusd_epi32(as, ones, _mm512_loadu_si512(xq + c * 256 + 64 * j));
+    act_sums[c] = _mm512_reduce_add_epi32(as);
+  }
   for (int64_t o = o_begin; o < o_end; o += 16) {
     const uint8_t* blocks = wi8 + size_t(o / 16 * nc) * i8_block_bytes(bits);
     if (unpack) {
       for (int64_t c = 0; c < nc; ++c) {
         i4_unpack(blocks + size_t(c) * kI4BlockBytes, unpacked + size_t(c) * kI8BlockBytes);
-        std::memcpy(unpacked + size_t(c) * kI8BlockBytes + 4096, blocks + size_t(c) * kI4BlockBytes + 2048, 128);
+        std::memcpy(unpacked + size_t(c) * kI8BlockBytes + i8_scales_offset(WeightBits::Int8),
+                    blocks + size_t(c) * kI4BlockBytes + i8_scales_offset(WeightBits::Int4), 128);
       }
       blocks = unpacked;
     }
@@ -230,12 +242,7 @@ void i8_run_avx512(const uint8_t* wi8, int64_t n_in, const uint8_t* xq, int64_t 
             _mm_prefetch(reinterpret_cast<const char*>(blk + 2 * kI4BlockBytes + i), _MM_HINT_T0);
           for (int j = 0; j < 4; ++j) a[j] = _mm512_loadu_si512(xb + c * 256 + 64 * j);
           int4_sums(blk, a, s);
-          // sum (q + 8) a = sum q a + 8 sum a: take 8 sum a off.
-          const __m512i ones = _mm512_set1_epi8(1);
-          __m512i as = _mm512_setzero_si512();
-          for (int j = 0; j < 4; ++j) as = _mm512_dpbusd_epi32(as, ones, a[j]);
-          const int32_t asum = _mm512_reduce_add_epi32(as);
-          const __m512i isum = _mm512_sub_epi32(sum_lanes16(s), _mm512_set1_epi32(8 * asum));
+          const __m512i isum = _mm512_sub_epi32(sum_lanes16(s), _mm512_set1_epi32(8 * act_sums[c]));
           const __m512 scale = _mm512_mul_ps(_mm512_load_ps(reinterpret_cast<const float*>(blk + q_bytes)),
                                              _mm512_set1_ps(xd[c]));
           acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), scale, acc);
