@@ -42,12 +42,16 @@ inline void prefetch_l2(const void* p, uint64_t n) {
   for (uint64_t i = 0; i < n; i += 64) __builtin_prefetch(b + i, 0, 2);
 }
 
-// A growable 64-byte-aligned buffer.
+// A growable 64-byte-aligned buffer. It grows to a quarter more than asked:
+// sizes that follow the routing (an expert's tiles, a step's grouped rows)
+// wander around their mean, and each growth maps fresh pages whose first
+// touch faults (a 512-token V2-Lite MoE layer: 1800 faults, 0.9 of its 10 ms,
+// in a call that had to grow its tiles' buffer by a few KB).
 class Scratch {
  public:
   void* get(size_t bytes) {
     if (bytes > cap_) {
-      cap_ = (bytes + 4095) & ~size_t(4095);
+      cap_ = (bytes + bytes / 4 + 4095) & ~size_t(4095);
       p_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, cap_)));
     }
     return p_.get();
