@@ -10,6 +10,7 @@
 #include "kernels/cuda/cuda_launch.cuh"
 #include "kernels/cuda/cuda_matmul.h"
 #include "kernels/cuda/cuda_matmul_tiles.cuh"
+#include "kernels/cuda/cuda_moe_grouped_gemm.cuh"
 #include "kernels/cuda/cuda_quant.cuh"
 #include "kernels/cuda/cuda_rounding.cuh"
 #include "kernels/cuda/cuda_split_gemm.cuh"
@@ -370,11 +371,14 @@ bool MatmulOp::init(const kern::WeightView& w, int64_t max_rows, kern::Rounding 
 
   uint64_t vec = 0, tiles = 0;
   if (int8_path()) vec = align_up(uint64_t(max_rows_ * n_in_)) + align_up(uint64_t(max_rows_ * (n_in_ / 32)) * 4);
+  x16_cols_ = k_pad_;
   if (type_ != GgmlType::F32 && max_rows_ > kVectorRows && !vector_only && rounding == kern::Rounding::GgmlCpu) {
     const bool direct = (type_ == GgmlType::F16 || type_ == GgmlType::BF16) && n_in_ % kBK == 0;
     chunk_rows_ = direct ? n_out_ : std::max<int64_t>(kBM, int64_t(kTileChunkBytes / (uint64_t(k_pad_) * 2)) / kBM * kBM);
     chunk_rows_ = std::min(chunk_rows_, ceil_div(n_out_, kBM) * kBM);
-    tiles = align_up(uint64_t(max_rows_ * k_pad_) * 2) + align_up(uint64_t(max_rows_) * 4) +
+    decoded_ = decoded_gemm_applies(type_, n_in_);
+    if (decoded_) x16_cols_ = std::max(k_pad_, decoded_k_pad(n_in_));
+    tiles = align_up(uint64_t(max_rows_ * x16_cols_) * 2) + align_up(uint64_t(max_rows_) * 4) +
             align_up(uint64_t(max_rows_ * n_in_)) + align_up(uint64_t(max_rows_ * (n_in_ / 32)) * 4) +
             (direct ? 0 : align_up(uint64_t(chunk_rows_ * k_pad_) * 2));
   }
@@ -403,7 +407,30 @@ bool MatmulOp::use_split(int64_t rows, Path path) const {
          rows >= kSplitGemmMinRows && rows * n_out_ >= (int64_t(1) << 18);
 }
 
+bool MatmulOp::use_decoded(int64_t rows, Path path) const {
+  if (!decoded_ || path == Path::Vector || path == Path::Tiles) return false;
+  return path == Path::Decoded ||
+         (rows > kVectorRows && rows <= kDecodedRows && n_in_ * n_out_ >= kDecodedMinWeights);
+}
+
+void MatmulOp::run_decoded(const float* x, int64_t ldx, int64_t rows, float* y, int64_t ldy, const float* bias,
+                           void* scratch, void* queue, const MatmulOp* up) const {
+  auto s = static_cast<cudaStream_t>(queue);
+  // run_tiles' first four buffers.
+  auto* base = static_cast<uint8_t*>(scratch);
+  auto* x16 = reinterpret_cast<__half*>(base);
+  uint64_t off = align_up(uint64_t(max_rows_ * x16_cols_) * 2);
+  auto* inv_s = reinterpret_cast<float*>(base + off);
+  off += align_up(uint64_t(max_rows_) * 4);
+  auto* xq = reinterpret_cast<int8_t*>(base + off);
+  off += align_up(uint64_t(max_rows_ * n_in_));
+  auto* xd = reinterpret_cast<float*>(base + off);
+  rows_to_f16(x, ldx, rows, n_in_, decoded_k_pad(n_in_), act_block(type_), xq, xd, x16, inv_s, s);
+  run_decoded_gemm(type_, w_, up ? up->w_ : nullptr, row_bytes_, n_in_, n_out_, x16, inv_s, rows, y, ldy, bias, s);
+}
+
 std::string_view MatmulOp::impl(int64_t rows) const {
+  if (use_decoded(rows, Path::Auto)) return "deq-mma-f16";
   if (use_tiles(rows, Path::Auto)) return type_ == GgmlType::BF16 ? "wmma-bf16" : "wmma-fp16";
   if (use_split(rows, Path::Auto)) return "split-f16";
   return int8_path() ? "int8-dp4a" : "float";
@@ -412,6 +439,7 @@ std::string_view MatmulOp::impl(int64_t rows) const {
 void MatmulOp::run(const float* x, int64_t ldx, int64_t rows, float* y, int64_t ldy, const float* bias,
                    void* scratch, void* queue, Path path, const RoundedRows* pre) const {
   if (rows <= 0) return;
+  if (use_decoded(rows, path)) return run_decoded(x, ldx, rows, y, ldy, bias, scratch, queue);
   if (use_tiles(rows, path)) return run_tiles(x, ldx, rows, y, ldy, bias, scratch, queue);
   if (use_split(rows, path)) {
     SplitGemmArgs p;

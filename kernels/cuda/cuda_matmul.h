@@ -36,7 +36,19 @@ class MatmulOp {
   // on an H100, Q4_K 7168x18432 at 32 rows takes 579 us vector, 1128 us tiles;
   // they meet near 64 (kernels/cuda/README.md).
   static constexpr int64_t kVectorRows = 48;
-  enum class Path { Auto, Vector, Tiles };
+  // Above kVectorRows and up to kDecodedRows rows, 8-bit-block matrices of
+  // at least kDecodedMinWeights weights are decoded inside the GEMM
+  // (cuda_moe_grouped_gemm.cuh's kernel over dense rows): the tile path first
+  // writes and reads back a 16-bit copy of W, ~1.1 ms for V3's 7168 x 18432
+  // whatever the rows up to 256. H200 (cuda_bench_test C), us tiles ->
+  // decoded: that matrix (Q4_K) at 64 / 128 / 256 / 512 rows 1192 -> 481, 1196
+  // -> 693, 1178 -> 1008, 1925 -> 1604; 1536 x 24576 Q6_K 189 -> 119, 237 ->
+  // 136, 297 -> 228, 445 -> 435; 1024 rows lose (2730 -> 2814), and so do
+  // smaller matrices (2048 x 10944 at 128 rows 134 -> 162): few of the
+  // decoding blocks then, and a cheap copy.
+  static constexpr int64_t kDecodedRows = 512;
+  static constexpr int64_t kDecodedMinWeights = int64_t(1) << 25;
+  enum class Path { Auto, Vector, Tiles, Decoded };
 
   // Binds W (a device pointer, ggml [n_in, n_out] or experts [n_in, n_out,
   // n_expert]) for calls of up to max_rows activation rows. False and *error
@@ -100,8 +112,9 @@ class MatmulOp {
   // glu_pair(up) and rows <= kVectorRows, else each product's run() (up's into
   // u, [rows][n_out] floats) and a SwiGLU kernel; the same bits either way.
   // Defined in cuda_matmul_glu.cu.
+  // path: as run()'s (both products' path).
   void run_swiglu(const MatmulOp& up, const float* x, int64_t ldx, int64_t rows, float* y, float* u, void* scratch,
-                  void* queue, const RoundedRows* pre = nullptr) const;
+                  void* queue, const RoundedRows* pre = nullptr, Path path = Path::Auto) const;
 
   // Products of one input by several matrices (cuda.matmul_multi: q and kv_a,
   // or q, k and v): y[i] [rows][ops[i].n_out()] (row stride ldy[i]) = x
@@ -114,7 +127,7 @@ class MatmulOp {
                            const int64_t* ldy, const float* const* bias, void* scratch, void* queue,
                            const RoundedRows* pre = nullptr);
 
-  // "int8-dp4a", "float", "wmma-fp16", for Kernel::impl().
+  // "int8-dp4a", "float", "wmma-fp16", "deq-mma-f16", for Kernel::impl().
   std::string_view impl(int64_t rows) const;
 
  private:
@@ -137,6 +150,12 @@ class MatmulOp {
                 const int32_t* ids, int64_t n_pairs, int64_t x_div, bool glu, void* queue) const;
   void run_tiles(const float* x, int64_t ldx, int64_t rows, float* y, int64_t ldy, const float* bias, void* scratch,
                  void* queue) const;
+  // Path::Decoded: the tile path's numbers (x rounded and scaled into f16, W
+  // decoded to f16, f32 sums) from one kernel reading W once per tile of rows;
+  // with up, swiglu(x W^T, x W_up^T) (this op the gate; same type and shape).
+  bool use_decoded(int64_t rows, Path path) const;
+  void run_decoded(const float* x, int64_t ldx, int64_t rows, float* y, int64_t ldy, const float* bias, void* scratch,
+                   void* queue, const MatmulOp* up = nullptr) const;
   // Shared memory for one token's int8 products with R rows a warp staged in
   // shared memory (cuda_matmul.cu, mmv_int8_block's S), or 0 where they read
   // from global memory: too wide a block of rows, or misaligned for 16-byte copies.
@@ -149,6 +168,8 @@ class MatmulOp {
   int64_t max_rows_ = 0;
   kern::Rounding rounding_ = kern::Rounding::GgmlCpu;
   int64_t k_pad_ = 0;       // n_in rounded up to the tile depth (32)
+  int64_t x16_cols_ = 0;    // the 16-bit activations' row stride in scratch (both paths' padding)
+  bool decoded_ = false;    // Path::Decoded applies
   int64_t chunk_rows_ = 0;  // rows of W dequantized per tile pass
   uint64_t scratch_bytes_ = 0;
 };

@@ -5,10 +5,12 @@
 // Decode (rows up to MatmulOp::kVectorRows, both matrices on the int8 path with
 // one rounding of x): x is rounded once, the gate products go into h, and the
 // up product's epilogue turns each into swiglu(gate, up) in place
-// (MatmulOp::run_glu): three launches where the three calls took five. Other
-// steps (tile rows, float weights, matrices of different activation blocks)
-// run the three calls' kernels one after another, with the up products in the
-// workspace. Either way the bits are those of the unfused calls: the products
+// (MatmulOp::run_glu): three launches where the three calls took five. Rows
+// where both matrices take the decoded path (MatmulOp::kDecodedRows: one type
+// and shape) run gate and up in one GEMM with the SwiGLU in its epilogue.
+// Other steps (tile rows, float weights, matrices of different activation
+// blocks) run the three calls' kernels one after another, with the up products
+// in the workspace. Either way the bits are those of the unfused calls: the products
 // are the same kernels' and the SwiGLU is swiglu_value, as cuda.silu_mul's.
 // An optional second input holds x's rows already rounded (cuda_rounded_rows.h:
 // add_rms_norm's third output), taken at decode in place of the rounding.
@@ -24,14 +26,21 @@
 namespace kt::cuda {
 
 void MatmulOp::run_swiglu(const MatmulOp& up, const float* x, int64_t ldx, int64_t rows, float* y, float* u,
-                          void* scratch, void* queue, const RoundedRows* pre) const {
+                          void* scratch, void* queue, const RoundedRows* pre, Path path) const {
   if (rows <= 0) return;
-  if (glu_pair(up) && rows <= kVectorRows) {
+  if (glu_pair(up) && rows <= kVectorRows && path != Path::Tiles && path != Path::Decoded) {
     run_glu(up, x, ldx, rows, y, n_out_, scratch, queue, pre);
     return;
   }
-  run(x, ldx, rows, y, n_out_, nullptr, scratch, queue);
-  up.run(x, ldx, rows, u, n_out_, nullptr, scratch, queue);
+  // Both products decoded in one GEMM, the SwiGLU in its epilogue: each
+  // product's run() sums and the swiglu kernel's value, so the same bits.
+  if (use_decoded(rows, path) && up.use_decoded(rows, path) && up.type_ == type_ && up.n_in_ == n_in_ &&
+      up.n_out_ == n_out_ && up.row_bytes_ == row_bytes_) {
+    run_decoded(x, ldx, rows, y, n_out_, nullptr, scratch, queue, &up);
+    return;
+  }
+  run(x, ldx, rows, y, n_out_, nullptr, scratch, queue, path);
+  up.run(x, ldx, rows, u, n_out_, nullptr, scratch, queue, path);
   const int64_t n = rows * n_out_;
   launch(swiglu_kernel, unsigned(ceil_div(n, 256)), 256, 0, static_cast<cudaStream_t>(queue), y, u, n, y);
   check_launch("cuda swiglu (gate and up unfused)", queue);

@@ -189,7 +189,7 @@ void MatmulOp::run_tiles(const float* x, int64_t ldx, int64_t rows, float* y, in
     off += align_up(bytes);
     return p;
   };
-  uint8_t* x16 = take(uint64_t(max_rows_ * k_pad_) * 2);
+  uint8_t* x16 = take(uint64_t(max_rows_ * x16_cols_) * 2);  // (run_decoded's padding may be wider)
   auto* inv_s = reinterpret_cast<float*>(take(uint64_t(max_rows_) * 4));
   auto* xq = reinterpret_cast<int8_t*>(take(uint64_t(max_rows_ * n_in_)));
   auto* xd = reinterpret_cast<float*>(take(uint64_t(max_rows_ * (n_in_ / 32)) * 4));

@@ -98,6 +98,10 @@ struct GemmArgs {
   int n_held = 0;
   float* out = nullptr;  // GLU: [sorted row][N]; else: [pair][N]
   int64_t ldo = 0;
+  // Dense rows (run_decoded_gemm): one matrix, tile t the rows [GM t, GM t +
+  // GM), a row's input and output both its own (no sort, no pairs); else 0.
+  int dense_rows = 0;
+  const float* bias = nullptr;  // [N], added to a product (not GLU); may be null
 };
 
 // Block (tile, column block): a GM-row tile of one matrix's pairs x 64 outputs
@@ -121,20 +125,29 @@ __global__ void __launch_bounds__(2 * GM, GM >= 256 ? 1 : 256 / GM) grouped_gemm
   int32_t* dst = src + GM;
   wait_for_inputs();
   const int ti = int(blockIdx.x);
-  if (ti >= g.tiles[g.n_held]) return;
-  int lo = 0, hi = g.n_held;  // the last j with tiles[j] <= ti (its tiles hold ti)
-  while (hi - lo > 1) {
-    const int mid = (lo + hi) / 2;
-    if (g.tiles[mid] <= ti) lo = mid;
-    else hi = mid;
+  int j = 0, r0 = ti * GM, rc = 0;
+  if (g.dense_rows > 0) {
+    rc = min(GM, g.dense_rows - r0);
+  } else {
+    if (ti >= g.tiles[g.n_held]) return;
+    int lo = 0, hi = g.n_held;  // the last j with tiles[j] <= ti (its tiles hold ti)
+    while (hi - lo > 1) {
+      const int mid = (lo + hi) / 2;
+      if (g.tiles[mid] <= ti) lo = mid;
+      else hi = mid;
+    }
+    j = lo;
+    r0 = g.offsets[j] + (ti - g.tiles[j]) * GM;
+    rc = min(GM, g.offsets[j + 1] - r0);
   }
-  const int j = lo;
-  const int r0 = g.offsets[j] + (ti - g.tiles[j]) * GM;
-  const int rc = min(GM, g.offsets[j + 1] - r0);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   if (tid < GM) {
-    src[tid] = tid < rc ? (GLU ? g.rows[r0 + tid] : r0 + tid) : -1;
-    dst[tid] = tid < rc ? (GLU ? r0 + tid : g.pairs[r0 + tid]) : -1;
+    if (g.dense_rows > 0) {
+      src[tid] = dst[tid] = tid < rc ? r0 + tid : -1;
+    } else {
+      src[tid] = tid < rc ? (GLU ? g.rows[r0 + tid] : r0 + tid) : -1;
+      dst[tid] = tid < rc ? (GLU ? r0 + tid : g.pairs[r0 + tid]) : -1;
+    }
   }
   __syncthreads();
   const int n0 = int(blockIdx.y) * kGN;
@@ -206,7 +219,7 @@ __global__ void __launch_bounds__(2 * GM, GM >= 256 ? 1 : 256 / GM) grouped_gemm
         if constexpr (GLU)
           out[n] = swiglu_value(v0, acc[NM - 1][jj][2 * half + e] * s);
         else
-          out[n] = v0;
+          out[n] = g.bias ? v0 + g.bias[n] : v0;
       }
   }
 }
@@ -344,5 +357,58 @@ void run_resident_experts(const ResidentExperts& e, const float* x, int64_t n_to
 }
 
 uint64_t resident_experts_runs() { return g_runs.load(std::memory_order_relaxed); }
+
+bool decoded_gemm_applies(GgmlType t, int64_t K) { return block_type(t) && K % 32 == 0; }
+
+int64_t decoded_k_pad(int64_t K) { return kpad(K); }
+
+void run_decoded_gemm(GgmlType t, const uint8_t* w0, const uint8_t* w1, uint64_t row_bytes, int64_t K, int64_t N,
+                      const __half* a, const float* inv, int64_t rows, float* y, int64_t ldy, const float* bias,
+                      cudaStream_t s) {
+  if (rows <= 0) return;
+  // Rows a block: each weight is decoded once a tile of rows, so the most
+  // that still leaves two blocks an SM to hide the decoding's loads.
+  const int64_t col_blocks = ceil_div(N, kGN);
+  int dev = 0;
+  cudaGetDevice(&dev);
+  const int64_t sms = sm_count(dev);
+  int gm = 64;
+  for (int c : {256, 128})
+    if (rows >= c * 3 / 4 && ceil_div(rows, c) * col_blocks >= 2 * sms) {
+      gm = c;
+      break;
+    }
+  GemmArgs g;
+  g.a = a;
+  g.inv = inv;
+  g.lda = kpad(K);
+  g.w0 = w0;
+  g.w1 = w1;
+  g.row_bytes = row_bytes;
+  g.K = int(K);
+  g.N = int(N);
+  g.out = y;
+  g.ldo = ldy;
+  g.dense_rows = int(rows);
+  g.bias = w1 ? nullptr : bias;
+  with_type(t, [&](auto tc) {
+    constexpr GgmlType T = decltype(tc)::value;
+    auto go = [&](auto glu, auto rows_c) {
+      constexpr bool G = decltype(glu)::value;
+      constexpr int GM = decltype(rows_c)::value;
+      constexpr size_t smem = grouped_smem<G, GM>();
+      allow_shared_memory<grouped_gemm<T, G, GM>>(smem);
+      launch(grouped_gemm<T, G, GM>, dim3(unsigned(ceil_div(rows, GM)), unsigned(col_blocks)), 2 * GM, smem, s, g);
+    };
+    auto by_rows = [&](auto glu) {
+      if (gm == 64) go(glu, std::integral_constant<int, 64>{});
+      else if (gm == 128) go(glu, std::integral_constant<int, 128>{});
+      else go(glu, std::integral_constant<int, 256>{});
+    };
+    if (w1) by_rows(std::true_type{});
+    else by_rows(std::false_type{});
+  });
+  check_launch("cuda matmul (weights decoded in the GEMM)", s);
+}
 
 }  // namespace kt::cuda

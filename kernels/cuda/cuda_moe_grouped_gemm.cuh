@@ -9,6 +9,9 @@
 // expert busy it beats the host's grouping (kernels/cuda/README.md).
 #pragma once
 
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
 #include <cstdint>
 
 #include "kernels/type_traits.h"
@@ -40,5 +43,17 @@ void run_resident_experts(const ResidentExperts& e, const float* x, int64_t n_to
                           float* ypairs, void* workspace, void* stream);
 // Launches of it so far in this process (tests: the path they mean to cover ran).
 uint64_t resident_experts_runs();
+
+// The same GEMM over dense rows (MatmulOp's decoded path, cuda_matmul.h): one
+// matrix of type t (n_out = N rows of row_bytes, K values each), every row of
+// a its own output row: y [rows][N] (row stride ldy) = a W0^T (+ bias [N]), or
+// with w1 (GLU) swiglu(a W0^T, a W1^T). a: the rows rounded and scaled into
+// f16 by rows_to_f16 (cuda_matmul_tiles.cuh) with k_pad = decoded_k_pad(K),
+// inv their scales. Asynchronous on s. Where decoded_gemm_applies(t, K).
+bool decoded_gemm_applies(GgmlType t, int64_t K);
+int64_t decoded_k_pad(int64_t K);
+void run_decoded_gemm(GgmlType t, const uint8_t* w0, const uint8_t* w1, uint64_t row_bytes, int64_t K, int64_t N,
+                      const __half* a, const float* inv, int64_t rows, float* y, int64_t ldy, const float* bias,
+                      cudaStream_t s);
 
 }  // namespace kt::cuda

@@ -205,44 +205,47 @@ TEST(CudaBench, B_MatvecBandwidth) {
 
 TEST(CudaBench, C_VectorVersusTiles) {
   KT_REQUIRE_GPU();
-  const Mat m{"V3 up 7168x18432", GgmlType::Q4_K, 7168, 18432};
-  const Weight w = Weight::random("w", m.type, m.n_in, m.n_out, 1, 8);
-  void* dev = nullptr;
-  KT_CUDA_OK(cudaMalloc(&dev, w.bytes.size()));
-  cudaMemcpy(dev, w.bytes.data(), w.bytes.size(), cudaMemcpyHostToDevice);
-  cuda::MatmulOp op;
-  std::string e;
-  ASSERT_TRUE(op.init(w.view(dev), 512, kern::Rounding::GgmlCpu, &e)) << e;
-  void* scratch = nullptr;
-  KT_CUDA_OK(cudaMalloc(&scratch, op.scratch_bytes() + 256));
-  SplitMix64 rng(2);
-  const std::vector<float> xh = random_floats(size_t(m.n_in * 512), rng);
-  float *x = nullptr, *y = nullptr;
-  KT_CUDA_OK(cudaMalloc(&x, xh.size() * 4));
-  KT_CUDA_OK(cudaMalloc(&y, size_t(m.n_out * 512) * 4));
-  cudaMemcpy(x, xh.data(), xh.size() * 4, cudaMemcpyHostToDevice);
-  cudaStream_t s;
-  cudaStreamCreate(&s);
-  table() << "\nQ4_K 7168x18432: int8 vector path vs fp16 tensor-core path (us; TFLOP/s)\n";
-  for (int rows : {1, 4, 8, 16, 32, 64, 128, 512}) {
-    const double tv = rows <= 64 ? time_ms(s, [&](int) {
-      op.run(x, m.n_in, rows, y, m.n_out, nullptr, scratch, s, cuda::MatmulOp::Path::Vector);
-    }, 5, 3) : 0.0;
-    const double tt = time_ms(s, [&](int) {
-      op.run(x, m.n_in, rows, y, m.n_out, nullptr, scratch, s, cuda::MatmulOp::Path::Tiles);
-    }, 5, 3);
-    const double flop = 2.0 * double(m.n_in) * double(m.n_out) * rows;
-    char line[200];
-    std::snprintf(line, sizeof line, "  rows %4d  vector %9.1f us (%6.1f TF/s)  tiles %9.1f us (%6.1f TF/s)\n", rows,
-                  tv * 1e3, tv > 0 ? flop / (tv * 1e-3) / 1e12 : 0.0, tt * 1e3, flop / (tt * 1e-3) / 1e12);
-    table() << line;
+  for (const Mat m : {Mat{"V3 up 7168x18432", GgmlType::Q4_K, 7168, 18432},
+                      Mat{"V2-Lite dense up 2048x10944", GgmlType::Q4_K, 2048, 10944},
+                      Mat{"V3 q_b 1536x24576", GgmlType::Q6_K, 1536, 24576}}) {
+    const Weight w = Weight::random("w", m.type, m.n_in, m.n_out, 1, 8);
+    void* dev = nullptr;
+    KT_CUDA_OK(cudaMalloc(&dev, w.bytes.size()));
+    cudaMemcpy(dev, w.bytes.data(), w.bytes.size(), cudaMemcpyHostToDevice);
+    cuda::MatmulOp op;
+    std::string e;
+    ASSERT_TRUE(op.init(w.view(dev), 1024, kern::Rounding::GgmlCpu, &e)) << e;
+    void* scratch = nullptr;
+    KT_CUDA_OK(cudaMalloc(&scratch, op.scratch_bytes() + 256));
+    SplitMix64 rng(2);
+    const std::vector<float> xh = random_floats(size_t(m.n_in * 1024), rng);
+    float *x = nullptr, *y = nullptr;
+    KT_CUDA_OK(cudaMalloc(&x, xh.size() * 4));
+    KT_CUDA_OK(cudaMalloc(&y, size_t(m.n_out * 1024) * 4));
+    cudaMemcpy(x, xh.data(), xh.size() * 4, cudaMemcpyHostToDevice);
+    cudaStream_t s;
+    cudaStreamCreate(&s);
+    table() << "\n" << m.what << " " << type_name(m.type)
+            << ": int8 vector path, fp16 tensor-core tiles, weights decoded in the GEMM (us; TFLOP/s)\n";
+    using P = cuda::MatmulOp::Path;
+    for (int rows : {1, 8, 32, 64, 128, 256, 512, 1024}) {
+      auto timed = [&](P p) { return time_ms(s, [&](int) { op.run(x, m.n_in, rows, y, m.n_out, nullptr, scratch, s, p); }, 5, 3); };
+      const double tv = rows <= 64 ? timed(P::Vector) : 0.0, tt = timed(P::Tiles), td = rows > 1 ? timed(P::Decoded) : 0.0;
+      const double flop = 2.0 * double(m.n_in) * double(m.n_out) * rows;
+      auto tf = [&](double t) { return t > 0 ? flop / (t * 1e-3) / 1e12 : 0.0; };
+      char line[240];
+      std::snprintf(line, sizeof line,
+                    "  rows %4d  vector %8.1f us (%5.1f)  tiles %8.1f us (%5.1f)  decoded %8.1f us (%5.1f)  auto: %s\n",
+                    rows, tv * 1e3, tf(tv), tt * 1e3, tf(tt), td * 1e3, tf(td), std::string(op.impl(rows)).c_str());
+      table() << line;
+    }
+    KT_CUDA_OK(cudaStreamSynchronize(s));
+    cudaStreamDestroy(s);
+    cudaFree(dev);
+    cudaFree(scratch);
+    cudaFree(x);
+    cudaFree(y);
   }
-  KT_CUDA_OK(cudaStreamSynchronize(s));
-  cudaStreamDestroy(s);
-  cudaFree(dev);
-  cudaFree(scratch);
-  cudaFree(x);
-  cudaFree(y);
 }
 
 // One decode token at position ctx - 1 through a bound kernel, timed. With

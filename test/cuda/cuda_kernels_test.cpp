@@ -5,6 +5,7 @@
 // own files.
 #include <algorithm>
 #include <cstdio>
+#include <tuple>
 
 #include "kernels/cuda/cuda_context.h"
 #include "kernels/cuda/cuda_matmul.h"
@@ -193,6 +194,110 @@ TEST(CudaKernels, MatmulEveryTypeBothRoundingsAndBatches) {
       }
     }
   }
+}
+
+// Rows above kVectorRows: 8-bit-block weights decoded in the GEMM
+// (Path::Decoded, cuda_moe_grouped_gemm.cuh over dense rows). Every deq32
+// kind, K not a multiple of its 128-value chunks, rows and outputs that fill
+// no whole tile, a bias, and tiles of 64, 128 and 256 rows (the latter two
+// where the grid has enough blocks: 264 column blocks), against the reference
+// at the tile path's tolerance. Gate and up in one GEMM with the SwiGLU in its
+// epilogue: the bits of the two products and cuda.silu_mul. And which path
+// Auto takes: large matrices from kVectorRows + 1 to kDecodedRows rows only.
+TEST(CudaKernels, MatmulDecodedInTheGemm) {
+  KT_REQUIRE_GPU();
+  using P = cuda::MatmulOp::Path;
+  SplitMix64 rng(41);
+  cudaStream_t s;
+  KT_CUDA_OK(cudaStreamCreate(&s));
+  DevMem mem;
+  auto zeros = [&](size_t bytes) {
+    void* p = mem.put(nullptr, bytes);
+    EXPECT_EQ(cudaMemset(p, 0, bytes), cudaSuccess);
+    return p;
+  };
+  // W^T x (+ bias) on the GPU through one MatmulOp path, into host floats.
+  auto product = [&](const Weight& w, const Buf& x, const float* bias_dev, P path,
+                     cuda::MatmulOp* op_out = nullptr) -> std::vector<float> {
+    cuda::MatmulOp op;
+    std::string e;
+    EXPECT_TRUE(op.init(w.view(mem.put(w.bytes.data(), w.bytes.size())), x.rows, Rounding::GgmlCpu, &e)) << e;
+    void* scratch = zeros(op.scratch_bytes() + 256);
+    auto* xd = static_cast<const float*>(mem.put(x.bytes.data(), x.bytes.size()));
+    auto* yd = static_cast<float*>(zeros(size_t(x.rows * w.ne[1]) * 4));
+    op.run(xd, x.cols, x.rows, yd, w.ne[1], bias_dev, scratch, s, path);
+    std::vector<float> y(size_t(x.rows * w.ne[1]));
+    EXPECT_EQ(cudaMemcpyAsync(y.data(), yd, y.size() * 4, cudaMemcpyDeviceToHost, s), cudaSuccess);
+    EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    if (op_out) *op_out = op;
+    return y;
+  };
+  struct Case {
+    GgmlType type;
+    int64_t n_in, n_out, rows;
+    bool bias;
+  };
+  uint64_t seed = 4100;
+  for (const Case k : {Case{GgmlType::Q4_K, 2304, 300, 49, true}, Case{GgmlType::Q5_K, 512, 129, 200, false},
+                       Case{GgmlType::Q6_K, 768, 70, 77, true}, Case{GgmlType::IQ4_XS, 256, 64, 64, false},
+                       Case{GgmlType::Q8_0, 96, 16896, 100, true}, Case{GgmlType::Q4_0, 160, 16896, 300, false},
+                       Case{GgmlType::Q5_0, 1056, 37, 512, true}}) {
+    Call c;
+    c.op = "matmul";
+    c.weights.push_back(Weight::random("w", k.type, k.n_in, k.n_out, 1, ++seed));
+    if (k.bias) c.weights.push_back(Weight::f32("b", random_floats(size_t(k.n_out), rng), k.n_out));
+    c.in.push_back(Buf::f32(k.n_in, k.rows, random_floats(size_t(k.n_in * k.rows), rng, -2, 2)));
+    c.out.push_back(Buf::f32(k.n_out, k.rows));
+    const std::string what = std::string(type_name(k.type)) + " [" + std::to_string(k.n_in) + ", " +
+                             std::to_string(k.n_out) + "] x " + std::to_string(k.rows) + " rows";
+    const Outcome want = run_cpu(c);
+    ASSERT_TRUE(want.error.empty()) << what << ": " << want.error;
+    const float* bias = k.bias ? static_cast<const float*>(mem.put(c.weights[1].bytes.data(), c.weights[1].bytes.size()))
+                               : nullptr;
+    const std::vector<float> got = product(c.weights[0], c.in[0], bias, P::Decoded);
+    ASSERT_TRUE(all_finite(got)) << what;
+    const double e = rel_l2(got, want.out[0].floats());
+    note("matmul decoded in the GEMM", e);
+    EXPECT_LE(e, 2e-3) << what;
+  }
+  // Gate and up at once: the two products' bits and silu_mul's.
+  for (int64_t rows : {60, 300}) {
+    const Weight wg = Weight::random("gate", GgmlType::Q4_K, 2304, 16896, 1, 4200);
+    const Weight wu = Weight::random("up", GgmlType::Q4_K, 2304, 16896, 1, 4201);
+    const Buf x = Buf::f32(2304, rows, random_floats(size_t(2304 * rows), rng, -2, 2));
+    cuda::MatmulOp gate, up;
+    const std::vector<float> g = product(wg, x, nullptr, P::Decoded, &gate), u = product(wu, x, nullptr, P::Decoded, &up);
+    Call sm;
+    sm.op = "silu_mul";
+    sm.in = {Buf::f32(16896, rows, g), Buf::f32(16896, rows, u)};
+    sm.out.push_back(Buf::f32(16896, rows));
+    const Outcome three = run_gpu(sm);
+    ASSERT_TRUE(three.error.empty()) << three.error;
+    void* scratch = zeros(std::max(gate.scratch_bytes(), up.scratch_bytes()) + 256);
+    auto* xd = static_cast<const float*>(mem.put(x.bytes.data(), x.bytes.size()));
+    auto* hd = static_cast<float*>(zeros(size_t(rows * 16896) * 4));
+    auto* ud = static_cast<float*>(zeros(size_t(rows * 16896) * 4));
+    gate.run_swiglu(up, xd, 2304, rows, hd, ud, scratch, s, nullptr, P::Decoded);
+    std::vector<float> h(size_t(rows * 16896));
+    KT_CUDA_OK(cudaMemcpyAsync(h.data(), hd, h.size() * 4, cudaMemcpyDeviceToHost, s));
+    KT_CUDA_OK(cudaStreamSynchronize(s));
+    const std::vector<float> want = three.out[0].floats();
+    EXPECT_EQ(std::memcmp(h.data(), want.data(), h.size() * 4), 0)
+        << rows << " rows: not the two products' and silu_mul's bits, max abs " << max_abs(h, want);
+  }
+  // Auto: large matrices (V3's 7168 x 18432) decode in the GEMM above
+  // kVectorRows and up to kDecodedRows; the tile path beyond, and for small ones.
+  const Weight big = Weight::random("w", GgmlType::Q4_K, 7168, 4864, 1, 1);  // 2^25 weights and more
+  const Weight small = Weight::random("w", GgmlType::Q4_K, 2048, 10944, 1, 1);
+  for (const auto& [w, rows, want] : {std::tuple{&big, 49, "deq-mma-f16"}, std::tuple{&big, 512, "deq-mma-f16"},
+                                      std::tuple{&big, 513, "wmma-fp16"}, std::tuple{&big, 48, "int8-dp4a"},
+                                      std::tuple{&small, 64, "wmma-fp16"}}) {
+    cuda::MatmulOp op;
+    std::string e;
+    ASSERT_TRUE(op.init(w->view(mem.put(nullptr, w->bytes.size())), 1024, Rounding::GgmlCpu, &e)) << e;
+    EXPECT_EQ(op.impl(rows), want) << w->ne[0] << " x " << w->ne[1] << " at " << rows << " rows";
+  }
+  KT_CUDA_OK(cudaStreamDestroy(s));
 }
 
 // The float path (F32 weights, Rounding::Exact) over a prompt takes the
