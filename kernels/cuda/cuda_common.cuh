@@ -45,6 +45,24 @@ __device__ __forceinline__ uint32_t ld_u32_a2(const uint8_t* p) {
 __device__ __forceinline__ uint32_t ld_u32(const uint8_t* p) { return *reinterpret_cast<const uint32_t*>(p); }
 __device__ __forceinline__ float ld_f16(const uint8_t* p) { return f16_bits(ld_u16(p)); }
 
+// N little-endian words from p (2-byte aligned: ggml's blocks after the first).
+template <int N>
+__device__ __forceinline__ void load_words(const uint8_t* p, uint32_t* q) {
+#pragma unroll
+  for (int k = 0; k < N; ++k) q[k] = ld_u32_a2(p + 4 * k);
+}
+// Byte k of words q.
+__device__ __forceinline__ uint32_t byte_of(const uint32_t* q, int k) { return (q[k / 4] >> (8 * (k % 4))) & 0xFF; }
+
+// float(int(u) - bias) for 0 <= u < 2^22 and small bias, exactly, without a
+// conversion instruction (I2F issues at an eighth of the FP32 rate): u in the
+// mantissa of 2^23, then 2^23 + bias off, one exact subtraction. Where a GEMM
+// decodes weights (deq32) the conversions, not the arithmetic, bounded it.
+template <int Bias>
+__device__ __forceinline__ float exact_float(uint32_t u) {
+  return __uint_as_float(0x4B000000u | u) - float(8388608 + Bias);
+}
+
 // ---- roundings of ggml's CPU backend ------------------------------------------
 
 __device__ __forceinline__ float round_f16(float x) { return __half2float(__float2half_rn(x)); }

@@ -50,15 +50,6 @@ __device__ __forceinline__ float sum32(const float* __restrict__ x, W w) {
   return acc;
 }
 
-// N little-endian words from p (2-byte aligned: ggml's blocks after the first).
-template <int N>
-__device__ __forceinline__ void load_words(const uint8_t* p, uint32_t* q) {
-#pragma unroll
-  for (int k = 0; k < N; ++k) q[k] = ld_u32_a2(p + 4 * k);
-}
-// Byte k of words q.
-__device__ __forceinline__ uint32_t byte_of(const uint32_t* q, int k) { return (q[k / 4] >> (8 * (k % 4))) & 0xFF; }
-
 template <>
 __device__ __forceinline__ float dot32<GgmlType::Q8_0>(const uint8_t* row, int sb, const float* __restrict__ x) {
   const uint8_t* b = row + int64_t(sb) * 34;

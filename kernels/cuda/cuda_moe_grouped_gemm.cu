@@ -180,9 +180,10 @@ __global__ void __launch_bounds__(2 * GM, GM >= 256 ? 1 : 256 / GM) grouped_gemm
       }
 #pragma unroll
       for (int i = 0; i < 32; i += 8) {
-        __align__(16) __half h[8];
+        // Two values a conversion (each rounded to nearest, as __float2half_rn).
+        __align__(16) __half2 h[4];
 #pragma unroll
-        for (int e = 0; e < 8; ++e) h[e] = __float2half_rn(v[i + e]);
+        for (int e = 0; e < 4; ++e) h[e] = __floats2half2_rn(v[i + 2 * e], v[i + 2 * e + 1]);
         *reinterpret_cast<uint4*>(Bs + (bm * kGN + bn) * kGS + 32 * bh + i) = *reinterpret_cast<const uint4*>(h);
       }
     }

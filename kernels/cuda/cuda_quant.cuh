@@ -153,22 +153,28 @@ __device__ __forceinline__ void deq32(const uint8_t* row, int64_t i0, float (&v)
 #pragma unroll
   for (int e = 0; e < 32; ++e) v[e] = deq1<T>(row, i0 + e);
 }
+// Each value is deq1's: the same float operations on the same integer, read
+// as whole words and converted by exact_float (deq1's float(int) is exact too).
 template <>
 __device__ __forceinline__ void deq32<GgmlType::Q8_0>(const uint8_t* row, int64_t i0, float (&v)[32]) {
   const uint8_t* b = row + (i0 / 32) * 34;
   const float d = ld_f16(b);
+  uint32_t q[8];
+  load_words<8>(b + 2, q);
 #pragma unroll
-  for (int e = 0; e < 32; ++e) v[e] = __fmul_rn(float(int8_t(b[2 + e])), d);
+  for (int e = 0; e < 32; ++e) v[e] = __fmul_rn(exact_float<128>(byte_of(q, e) ^ 0x80u), d);  // int8_t(byte)
 }
 template <>
 __device__ __forceinline__ void deq32<GgmlType::Q4_0>(const uint8_t* row, int64_t i0, float (&v)[32]) {
   const uint8_t* b = row + (i0 / 32) * 18;
   const float d = ld_f16(b);
+  uint32_t q[4];
+  load_words<4>(b + 2, q);
 #pragma unroll
   for (int e = 0; e < 16; ++e) {
-    const uint8_t q = b[2 + e];
-    v[e] = __fmul_rn(float((q & 0xF) - 8), d);
-    v[e + 16] = __fmul_rn(float((q >> 4) - 8), d);
+    const uint32_t byte = byte_of(q, e);
+    v[e] = __fmul_rn(exact_float<8>(byte & 0xF), d);
+    v[e + 16] = __fmul_rn(exact_float<8>(byte >> 4), d);
   }
 }
 template <>
@@ -176,11 +182,13 @@ __device__ __forceinline__ void deq32<GgmlType::Q5_0>(const uint8_t* row, int64_
   const uint8_t* b = row + (i0 / 32) * 22;
   const float d = ld_f16(b);
   const uint32_t qh = ld_u32_a2(b + 2);
+  uint32_t q[4];
+  load_words<4>(b + 6, q);
 #pragma unroll
   for (int e = 0; e < 16; ++e) {
-    const uint8_t q = b[6 + e];
-    v[e] = __fmul_rn(float(((q & 0xF) | int(((qh >> e) & 1) << 4)) - 16), d);
-    v[e + 16] = __fmul_rn(float(((q >> 4) | int(((qh >> (e + 16)) & 1) << 4)) - 16), d);
+    const uint32_t byte = byte_of(q, e);
+    v[e] = __fmul_rn(exact_float<16>((byte & 0xF) | (((qh >> e) & 1) << 4)), d);
+    v[e + 16] = __fmul_rn(exact_float<16>((byte >> 4) | (((qh >> (e + 16)) & 1) << 4)), d);
   }
 }
 template <>
@@ -190,9 +198,11 @@ __device__ __forceinline__ void deq32<GgmlType::Q4_K>(const uint8_t* row, int64_
   int sc, m;
   scale_min_k4(b + 4, s, &sc, &m);
   const float dl = __fmul_rn(ld_f16(b), float(sc)), ml = __fmul_rn(ld_f16(b + 2), float(m));
-  const uint8_t* q = b + 16 + 32 * (s / 2);
+  uint32_t q[8];  // the 32 bytes whose low (s even) or high (s odd) nibbles are the sub-block
+  load_words<8>(b + 16 + 32 * (s / 2), q);
+  const int sh = 4 * (s % 2);
 #pragma unroll
-  for (int e = 0; e < 32; ++e) v[e] = __fsub_rn(__fmul_rn(dl, float((s & 1) ? (q[e] >> 4) : (q[e] & 0xF))), ml);
+  for (int e = 0; e < 32; ++e) v[e] = __fsub_rn(__fmul_rn(dl, exact_float<0>((byte_of(q, e) >> sh) & 0xF)), ml);
 }
 template <>
 __device__ __forceinline__ void deq32<GgmlType::Q5_K>(const uint8_t* row, int64_t i0, float (&v)[32]) {
@@ -201,11 +211,14 @@ __device__ __forceinline__ void deq32<GgmlType::Q5_K>(const uint8_t* row, int64_
   int sc, m;
   scale_min_k4(b + 4, s, &sc, &m);
   const float dl = __fmul_rn(ld_f16(b), float(sc)), ml = __fmul_rn(ld_f16(b + 2), float(m));
-  const uint8_t* q = b + 48 + 32 * (s / 2);
+  uint32_t q[8], h[8];
+  load_words<8>(b + 48 + 32 * (s / 2), q);
+  load_words<8>(b + 16, h);
+  const int sh = 4 * (s % 2);
 #pragma unroll
   for (int e = 0; e < 32; ++e) {
-    const int lo = (s & 1) ? (q[e] >> 4) : (q[e] & 0xF);
-    v[e] = __fsub_rn(__fmul_rn(dl, float(lo + (((b[16 + e] >> s) & 1) ? 16 : 0))), ml);
+    const uint32_t lo = (byte_of(q, e) >> sh) & 0xF;
+    v[e] = __fsub_rn(__fmul_rn(dl, exact_float<0>(lo | (((byte_of(h, e) >> s) & 1) << 4))), ml);
   }
 }
 template <>
@@ -215,13 +228,14 @@ __device__ __forceinline__ void deq32<GgmlType::Q6_K>(const uint8_t* row, int64_
   const float d = ld_f16(b + 208);
   const float d0 = __fmul_rn(d, float(int8_t(b[192 + 8 * half + 2 * k]))),
               d1 = __fmul_rn(d, float(int8_t(b[192 + 8 * half + 2 * k + 1])));
-  const uint8_t* lo_b = b + 64 * half + 32 * (k % 2);
-  const uint8_t* hi_b = b + 128 + 32 * half;
+  uint32_t lo[8], hi[8];
+  load_words<8>(b + 64 * half + 32 * (k % 2), lo);
+  load_words<8>(b + 128 + 32 * half, hi);
+  const int lsh = k < 2 ? 0 : 4, hsh = 2 * k;
 #pragma unroll
   for (int e = 0; e < 32; ++e) {
-    const int lo = k < 2 ? (lo_b[e] & 0xF) : (lo_b[e] >> 4);
-    const int hi = (hi_b[e] >> (2 * k)) & 3;
-    v[e] = __fmul_rn(e < 16 ? d0 : d1, float((lo | hi << 4) - 32));
+    const uint32_t q6 = ((byte_of(lo, e) >> lsh) & 0xF) | (((byte_of(hi, e) >> hsh) & 3) << 4);
+    v[e] = __fmul_rn(e < 16 ? d0 : d1, exact_float<32>(q6));
   }
 }
 template <>
