@@ -407,10 +407,22 @@ bool MatmulOp::use_split(int64_t rows, Path path) const {
          rows >= kSplitGemmMinRows && rows * n_out_ >= (int64_t(1) << 18);
 }
 
+std::pair<int64_t, int64_t> MatmulOp::decoded_rows() const {
+  const int64_t weights = n_in_ * n_out_;
+  if (!decoded_ || weights < kDecodedMinWeights) return {1, 0};
+  // Below: the vector path, whose Q6_K products are its slowest (7 TFLOP/s
+  // against Q4_K's 14-20) and whose wide matrices fill the GPU best per row.
+  const bool large = weights >= kDecodedLargeWeights;
+  const int64_t lo = large && type_ == GgmlType::Q6_K ? 16 : large && n_out_ >= 16384 ? 24 : kVectorRows;
+  // Above: the tile path, whose GEMM gains on the decoding's repeated work.
+  return {lo, large ? 512 : 256};
+}
+
 bool MatmulOp::use_decoded(int64_t rows, Path path) const {
   if (!decoded_ || path == Path::Vector || path == Path::Tiles) return false;
-  return path == Path::Decoded ||
-         (rows > kVectorRows && rows <= kDecodedRows && n_in_ * n_out_ >= kDecodedMinWeights);
+  if (path == Path::Decoded) return true;
+  const auto [lo, hi] = decoded_rows();
+  return rows >= lo && rows <= hi;
 }
 
 void MatmulOp::run_decoded(const float* x, int64_t ldx, int64_t rows, float* y, int64_t ldy, const float* bias,
@@ -615,7 +627,9 @@ void MatmulOp::run_products(const MatmulOp* ops, int n, const float* x, int64_t 
                             const int64_t* ldy, const float* const* bias, void* scratch, void* queue,
                             const RoundedRows* pre) {
   if (rows <= 0 || n <= 0) return;
-  if (!share_launch(ops, n) || rows > kVectorRows) {
+  bool decoded = false;  // a product run() decodes in the GEMM: each its own run(), as the separate calls
+  for (int i = 0; i < n; ++i) decoded = decoded || ops[i].use_decoded(rows, Path::Auto);
+  if (!share_launch(ops, n) || rows > kVectorRows || decoded) {
     for (int i = 0; i < n; ++i) ops[i].run(x, ldx, rows, y[i], ldy[i], bias[i], scratch, queue, Path::Auto, pre);
     return;
   }

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "kernels/cuda/cuda_rounded_rows.h"
 #include "kernels/kernel.h"
@@ -36,18 +37,19 @@ class MatmulOp {
   // on an H100, Q4_K 7168x18432 at 32 rows takes 579 us vector, 1128 us tiles;
   // they meet near 64 (kernels/cuda/README.md).
   static constexpr int64_t kVectorRows = 48;
-  // Above kVectorRows and up to kDecodedRows rows, 8-bit-block matrices of
-  // at least kDecodedMinWeights weights are decoded inside the GEMM
-  // (cuda_moe_grouped_gemm.cuh's kernel over dense rows): the tile path first
-  // writes and reads back a 16-bit copy of W, ~1.1 ms for V3's 7168 x 18432
-  // whatever the rows up to 256. H200 (cuda_bench_test C), us tiles ->
-  // decoded: that matrix (Q4_K) at 64 / 128 / 256 / 512 rows 1192 -> 481, 1196
-  // -> 693, 1178 -> 1008, 1925 -> 1604; 1536 x 24576 Q6_K 189 -> 119, 237 ->
-  // 136, 297 -> 228, 445 -> 435; 1024 rows lose (2730 -> 2814), and so do
-  // smaller matrices (2048 x 10944 at 128 rows 134 -> 162): few of the
-  // decoding blocks then, and a cheap copy.
-  static constexpr int64_t kDecodedRows = 512;
-  static constexpr int64_t kDecodedMinWeights = int64_t(1) << 25;
+  // 8-bit-block matrices of 2^24 weights and more are decoded inside the GEMM
+  // (cuda_moe_grouped_gemm.cuh's kernel over dense rows) over a range of rows
+  // (decoded_rows()): the tile path first writes and reads back a 16-bit copy
+  // of W (~1.1 ms for V3's 7168 x 18432 whatever the rows up to 256), and the
+  // vector path reads W once per 8 rows. H200 (cuda_bench_test C), us, vector
+  // / tiles / decoded: V3 up 7168 x 18432 Q4_K at 16 rows 211 / 1173 / 286, 24
+  // 314 / 1181 / 293, 64 844 / 1206 / 398, 512 - / 1950 / 1557, 1024 - / 2761
+  // / 2708; V3 down 18432 x 7168 Q6_K at 16 620 / 2351 / 551, 512 - / 2394 /
+  // 1675, 1024 - / 2466 / 3816; V3 o 16384 x 7168 Q4_K at 32 522 / 2094 / 634,
+  // 48 776 / 2119 / 688; 2048 x 10944 Q4_K at 48 137 / 133 / 100, 256 - / 197
+  // / 176, 512 - / 263 / 272; 2048 x 3072 at 64 65 / 82 / 72, 128 - / 84 / 101.
+  static constexpr int64_t kDecodedMinWeights = int64_t(1) << 24;
+  static constexpr int64_t kDecodedLargeWeights = int64_t(1) << 25;
   enum class Path { Auto, Vector, Tiles, Decoded };
 
   // Binds W (a device pointer, ggml [n_in, n_out] or experts [n_in, n_out,
@@ -154,6 +156,8 @@ class MatmulOp {
   // decoded to f16, f32 sums) from one kernel reading W once per tile of rows;
   // with up, swiglu(x W^T, x W_up^T) (this op the gate; same type and shape).
   bool use_decoded(int64_t rows, Path path) const;
+  // The rows [lo, hi] Path::Auto decodes in the GEMM (lo > hi: none).
+  std::pair<int64_t, int64_t> decoded_rows() const;
   void run_decoded(const float* x, int64_t ldx, int64_t rows, float* y, int64_t ldy, const float* bias, void* scratch,
                    void* queue, const MatmulOp* up = nullptr) const;
   // Shared memory for one token's int8 products with R rows a warp staged in

@@ -6,7 +6,7 @@
 // one rounding of x): x is rounded once, the gate products go into h, and the
 // up product's epilogue turns each into swiglu(gate, up) in place
 // (MatmulOp::run_glu): three launches where the three calls took five. Rows
-// where both matrices take the decoded path (MatmulOp::kDecodedRows: one type
+// where both matrices take the decoded path (MatmulOp::decoded_rows(): one type
 // and shape) run gate and up in one GEMM with the SwiGLU in its epilogue.
 // Other steps (tile rows, float weights, matrices of different activation
 // blocks) run the three calls' kernels one after another, with the up products
@@ -28,15 +28,16 @@ namespace kt::cuda {
 void MatmulOp::run_swiglu(const MatmulOp& up, const float* x, int64_t ldx, int64_t rows, float* y, float* u,
                           void* scratch, void* queue, const RoundedRows* pre, Path path) const {
   if (rows <= 0) return;
-  if (glu_pair(up) && rows <= kVectorRows && path != Path::Tiles && path != Path::Decoded) {
-    run_glu(up, x, ldx, rows, y, n_out_, scratch, queue, pre);
-    return;
-  }
   // Both products decoded in one GEMM, the SwiGLU in its epilogue: each
   // product's run() sums and the swiglu kernel's value, so the same bits.
-  if (use_decoded(rows, path) && up.use_decoded(rows, path) && up.type_ == type_ && up.n_in_ == n_in_ &&
-      up.n_out_ == n_out_ && up.row_bytes_ == row_bytes_) {
+  const bool gate_decoded = use_decoded(rows, path), up_decoded = up.use_decoded(rows, path);
+  if (gate_decoded && up_decoded && up.type_ == type_ && up.n_in_ == n_in_ && up.n_out_ == n_out_ &&
+      up.row_bytes_ == row_bytes_) {
     run_decoded(x, ldx, rows, y, n_out_, nullptr, scratch, queue, &up);
+    return;
+  }
+  if (glu_pair(up) && rows <= kVectorRows && path != Path::Tiles && !gate_decoded && !up_decoded) {
+    run_glu(up, x, ldx, rows, y, n_out_, scratch, queue, pre);
     return;
   }
   run(x, ldx, rows, y, n_out_, nullptr, scratch, queue, path);

@@ -206,8 +206,12 @@ TEST(CudaBench, B_MatvecBandwidth) {
 TEST(CudaBench, C_VectorVersusTiles) {
   KT_REQUIRE_GPU();
   for (const Mat m : {Mat{"V3 up 7168x18432", GgmlType::Q4_K, 7168, 18432},
+                      Mat{"V3 down 18432x7168", GgmlType::Q6_K, 18432, 7168},
                       Mat{"V2-Lite dense up 2048x10944", GgmlType::Q4_K, 2048, 10944},
-                      Mat{"V3 q_b 1536x24576", GgmlType::Q6_K, 1536, 24576}}) {
+                      Mat{"V3 q_b 1536x24576", GgmlType::Q6_K, 1536, 24576},
+                      Mat{"V3 o 16384x7168", GgmlType::Q4_K, 16384, 7168},
+                      Mat{"V2-Lite q 2048x3072", GgmlType::Q4_K, 2048, 3072},
+                      Mat{"V2-Lite shared up 2048x2816", GgmlType::Q4_K, 2048, 2816}}) {
     const Weight w = Weight::random("w", m.type, m.n_in, m.n_out, 1, 8);
     void* dev = nullptr;
     KT_CUDA_OK(cudaMalloc(&dev, w.bytes.size()));
@@ -228,9 +232,9 @@ TEST(CudaBench, C_VectorVersusTiles) {
     table() << "\n" << m.what << " " << type_name(m.type)
             << ": int8 vector path, fp16 tensor-core tiles, weights decoded in the GEMM (us; TFLOP/s)\n";
     using P = cuda::MatmulOp::Path;
-    for (int rows : {1, 8, 32, 64, 128, 256, 512, 1024}) {
+    for (int rows : {8, 16, 24, 32, 48, 64, 128, 256, 512, 1024}) {
       auto timed = [&](P p) { return time_ms(s, [&](int) { op.run(x, m.n_in, rows, y, m.n_out, nullptr, scratch, s, p); }, 5, 3); };
-      const double tv = rows <= 64 ? timed(P::Vector) : 0.0, tt = timed(P::Tiles), td = rows > 1 ? timed(P::Decoded) : 0.0;
+      const double tv = rows <= 64 ? timed(P::Vector) : 0.0, tt = timed(P::Tiles), td = timed(P::Decoded);
       const double flop = 2.0 * double(m.n_in) * double(m.n_out) * rows;
       auto tf = [&](double t) { return t > 0 ? flop / (t * 1e-3) / 1e12 : 0.0; };
       char line[240];

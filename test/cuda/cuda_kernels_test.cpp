@@ -5,7 +5,6 @@
 // own files.
 #include <algorithm>
 #include <cstdio>
-#include <tuple>
 
 #include "kernels/cuda/cuda_context.h"
 #include "kernels/cuda/cuda_matmul.h"
@@ -203,7 +202,7 @@ TEST(CudaKernels, MatmulEveryTypeBothRoundingsAndBatches) {
 // where the grid has enough blocks: 264 column blocks), against the reference
 // at the tile path's tolerance. Gate and up in one GEMM with the SwiGLU in its
 // epilogue: the bits of the two products and cuda.silu_mul. And which path
-// Auto takes: large matrices from kVectorRows + 1 to kDecodedRows rows only.
+// Auto takes.
 TEST(CudaKernels, MatmulDecodedInTheGemm) {
   KT_REQUIRE_GPU();
   using P = cuda::MatmulOp::Path;
@@ -285,17 +284,26 @@ TEST(CudaKernels, MatmulDecodedInTheGemm) {
     EXPECT_EQ(std::memcmp(h.data(), want.data(), h.size() * 4), 0)
         << rows << " rows: not the two products' and silu_mul's bits, max abs " << max_abs(h, want);
   }
-  // Auto: large matrices (V3's 7168 x 18432) decode in the GEMM above
-  // kVectorRows and up to kDecodedRows; the tile path beyond, and for small ones.
-  const Weight big = Weight::random("w", GgmlType::Q4_K, 7168, 4864, 1, 1);  // 2^25 weights and more
-  const Weight small = Weight::random("w", GgmlType::Q4_K, 2048, 10944, 1, 1);
-  for (const auto& [w, rows, want] : {std::tuple{&big, 49, "deq-mma-f16"}, std::tuple{&big, 512, "deq-mma-f16"},
-                                      std::tuple{&big, 513, "wmma-fp16"}, std::tuple{&big, 48, "int8-dp4a"},
-                                      std::tuple{&small, 64, "wmma-fp16"}}) {
+  // Auto's rows (MatmulOp::decoded_rows): from 16 for large Q6_K matrices, 24
+  // for large wide ones, 48 otherwise, up to 512 (256 below 2^25 weights);
+  // never below 2^24 weights.
+  struct Pick {
+    GgmlType type;
+    int64_t n_in, n_out, rows;
+    const char* impl;
+  };
+  for (const Pick k : {Pick{GgmlType::Q4_K, 7168, 4864, 47, "int8-dp4a"}, Pick{GgmlType::Q4_K, 7168, 4864, 48, "deq-mma-f16"},
+                       Pick{GgmlType::Q4_K, 7168, 4864, 512, "deq-mma-f16"}, Pick{GgmlType::Q4_K, 7168, 4864, 513, "wmma-fp16"},
+                       Pick{GgmlType::Q6_K, 1536, 24576, 15, "int8-dp4a"}, Pick{GgmlType::Q6_K, 1536, 24576, 16, "deq-mma-f16"},
+                       Pick{GgmlType::Q4_K, 2048, 16384, 23, "int8-dp4a"}, Pick{GgmlType::Q4_K, 2048, 16384, 24, "deq-mma-f16"},
+                       Pick{GgmlType::Q4_K, 2048, 10944, 256, "deq-mma-f16"}, Pick{GgmlType::Q4_K, 2048, 10944, 257, "wmma-fp16"},
+                       Pick{GgmlType::Q4_K, 2048, 3072, 64, "wmma-fp16"}}) {
+    const Weight w = Weight::random("w", k.type, k.n_in, k.n_out, 1, 1);
     cuda::MatmulOp op;
     std::string e;
-    ASSERT_TRUE(op.init(w->view(mem.put(nullptr, w->bytes.size())), 1024, Rounding::GgmlCpu, &e)) << e;
-    EXPECT_EQ(op.impl(rows), want) << w->ne[0] << " x " << w->ne[1] << " at " << rows << " rows";
+    ASSERT_TRUE(op.init(w.view(mem.put(nullptr, w.bytes.size())), 1024, Rounding::GgmlCpu, &e)) << e;
+    EXPECT_EQ(op.impl(k.rows), k.impl) << type_name(k.type) << " " << k.n_in << " x " << k.n_out << " at " << k.rows
+                                       << " rows";
   }
   KT_CUDA_OK(cudaStreamDestroy(s));
 }
