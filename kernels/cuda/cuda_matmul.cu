@@ -373,14 +373,12 @@ bool MatmulOp::init(const kern::WeightView& w, int64_t max_rows, kern::Rounding 
   if (int8_path()) vec = align_up(uint64_t(max_rows_ * n_in_)) + align_up(uint64_t(max_rows_ * (n_in_ / 32)) * 4);
   x16_cols_ = k_pad_;
   if (type_ != GgmlType::F32 && max_rows_ > kVectorRows && !vector_only && rounding == kern::Rounding::GgmlCpu) {
-    const bool direct = (type_ == GgmlType::F16 || type_ == GgmlType::BF16) && n_in_ % kBK == 0;
+    const bool direct = w16_direct();
     chunk_rows_ = direct ? n_out_ : std::max<int64_t>(kBM, int64_t(kTileChunkBytes / (uint64_t(k_pad_) * 2)) / kBM * kBM);
     chunk_rows_ = std::min(chunk_rows_, ceil_div(n_out_, kBM) * kBM);
     decoded_ = decoded_gemm_applies(type_, n_in_);
     if (decoded_) x16_cols_ = std::max(k_pad_, decoded_k_pad(n_in_));
-    tiles = align_up(uint64_t(max_rows_ * x16_cols_) * 2) + align_up(uint64_t(max_rows_) * 4) +
-            align_up(uint64_t(max_rows_ * n_in_)) + align_up(uint64_t(max_rows_ * (n_in_ / 32)) * 4) +
-            (direct ? 0 : align_up(uint64_t(chunk_rows_ * k_pad_) * 2));
+    tiles = tile_buffers(nullptr).w16_start + (direct ? 0 : align_up(uint64_t(chunk_rows_ * k_pad_) * 2));
   }
   scratch_bytes_ = std::max(vec, tiles);
   return true;
@@ -428,17 +426,10 @@ bool MatmulOp::use_decoded(int64_t rows, Path path) const {
 void MatmulOp::run_decoded(const float* x, int64_t ldx, int64_t rows, float* y, int64_t ldy, const float* bias,
                            void* scratch, void* queue, const MatmulOp* up) const {
   auto s = static_cast<cudaStream_t>(queue);
-  // run_tiles' first four buffers.
-  auto* base = static_cast<uint8_t*>(scratch);
-  auto* x16 = reinterpret_cast<__half*>(base);
-  uint64_t off = align_up(uint64_t(max_rows_ * x16_cols_) * 2);
-  auto* inv_s = reinterpret_cast<float*>(base + off);
-  off += align_up(uint64_t(max_rows_) * 4);
-  auto* xq = reinterpret_cast<int8_t*>(base + off);
-  off += align_up(uint64_t(max_rows_ * n_in_));
-  auto* xd = reinterpret_cast<float*>(base + off);
-  rows_to_f16(x, ldx, rows, n_in_, decoded_k_pad(n_in_), act_block(type_), xq, xd, x16, inv_s, s);
-  run_decoded_gemm(type_, w_, up ? up->w_ : nullptr, row_bytes_, n_in_, n_out_, x16, inv_s, rows, y, ldy, bias, s);
+  const TileBuffers b = tile_buffers(scratch);
+  auto* x16 = reinterpret_cast<__half*>(b.x16);
+  rows_to_f16(x, ldx, rows, n_in_, decoded_k_pad(n_in_), act_block(type_), b.xq, b.xd, x16, b.inv, s);
+  run_decoded_gemm(type_, w_, up ? up->w_ : nullptr, row_bytes_, n_in_, n_out_, x16, b.inv, rows, y, ldy, bias, s);
 }
 
 std::string_view MatmulOp::impl(int64_t rows) const {

@@ -152,6 +152,20 @@ class MatmulOp {
                 const int32_t* ids, int64_t n_pairs, int64_t x_div, bool glu, void* queue) const;
   void run_tiles(const float* x, int64_t ldx, int64_t rows, float* y, int64_t ldy, const float* bias, void* scratch,
                  void* queue) const;
+  // Where the tile and decoded paths' buffers sit in scratch (init sizes it
+  // from the same): x as 16 bits (x16_cols_ a row), its scales, x's 8-bit
+  // rounding (q, d), then, for the tile path only, W's 16-bit chunk.
+  struct TileBuffers {
+    uint8_t* x16;
+    float* inv;
+    int8_t* xq;
+    float* xd;
+    uint8_t* w16;        // chunk_rows_ x k_pad_ halves past the others (none where W is 16-bit: w16_direct())
+    uint64_t w16_start;  // its offset: the bytes the decoded path needs
+  };
+  TileBuffers tile_buffers(void* scratch) const;
+  // F16 / BF16 weights whose rows the GEMM reads in place.
+  bool w16_direct() const;
   // Path::Decoded: the tile path's numbers (x rounded and scaled into f16, W
   // decoded to f16, f32 sums) from one kernel reading W once per tile of rows;
   // with up, swiglu(x W^T, x W_up^T) (this op the gate; same type and shape).

@@ -179,22 +179,36 @@ void rows_to_f16(const float* x, int64_t ldx, int64_t rows, int64_t n_in, int64_
   check_launch("cuda matmul (activations to 16 bits)", s);
 }
 
+bool MatmulOp::w16_direct() const { return (type_ == GgmlType::F16 || type_ == GgmlType::BF16) && n_in_ % kBK == 0; }
+
+MatmulOp::TileBuffers MatmulOp::tile_buffers(void* scratch) const {
+  auto* base = static_cast<uint8_t*>(scratch);
+  uint64_t off = 0;
+  auto take = [&](uint64_t bytes) {  // (offsets alone where scratch is null: init's sizing)
+    const uint64_t at = off;
+    off += align_up(bytes);
+    return base ? base + at : nullptr;
+  };
+  TileBuffers b;
+  b.x16 = take(uint64_t(max_rows_ * x16_cols_) * 2);
+  b.inv = reinterpret_cast<float*>(take(uint64_t(max_rows_) * 4));
+  b.xq = reinterpret_cast<int8_t*>(take(uint64_t(max_rows_ * n_in_)));
+  b.xd = reinterpret_cast<float*>(take(uint64_t(max_rows_ * (n_in_ / 32)) * 4));
+  b.w16_start = off;
+  b.w16 = w16_direct() ? nullptr : take(uint64_t(chunk_rows_ * k_pad_) * 2);
+  return b;
+}
+
 void MatmulOp::run_tiles(const float* x, int64_t ldx, int64_t rows, float* y, int64_t ldy, const float* bias,
                          void* scratch, void* queue) const {
   auto s = static_cast<cudaStream_t>(queue);
-  auto* base = static_cast<uint8_t*>(scratch);
-  uint64_t off = 0;
-  auto take = [&](uint64_t bytes) {
-    uint8_t* p = base + off;
-    off += align_up(bytes);
-    return p;
-  };
-  uint8_t* x16 = take(uint64_t(max_rows_ * x16_cols_) * 2);  // (run_decoded's padding may be wider)
-  auto* inv_s = reinterpret_cast<float*>(take(uint64_t(max_rows_) * 4));
-  auto* xq = reinterpret_cast<int8_t*>(take(uint64_t(max_rows_ * n_in_)));
-  auto* xd = reinterpret_cast<float*>(take(uint64_t(max_rows_ * (n_in_ / 32)) * 4));
-  const bool direct = (type_ == GgmlType::F16 || type_ == GgmlType::BF16) && n_in_ % kBK == 0;
-  uint8_t* w16 = direct ? nullptr : take(uint64_t(chunk_rows_ * k_pad_) * 2);
+  const TileBuffers buf = tile_buffers(scratch);
+  uint8_t* x16 = buf.x16;
+  float* inv_s = buf.inv;
+  int8_t* xq = buf.xq;
+  float* xd = buf.xd;
+  const bool direct = w16_direct();
+  uint8_t* w16 = buf.w16;
 
   int mode = 0;
   int act = 32;
