@@ -2,7 +2,7 @@
 // (F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K, IQ4_XS). cuda.matmul,
 // cuda.moe_gate (the router) and cuda.moe_experts build on it.
 //
-// Three paths (kernels/cuda/README.md has the numbers behind the choice):
+// Four paths (kernels/cuda/README.md has the numbers behind the choice):
 //  - vector, int8 (quantized W, Rounding::GgmlCpu, up to kVectorRows rows):
 //    the activations are rounded to 8-bit blocks exactly as ggml's CPU backend
 //    rounds them, then one warp per output row reads each weight byte once and
@@ -17,6 +17,10 @@
 //    two per row into fp16, then a tensor-core GEMM (wmma 16x16x16, fp32
 //    accumulation). fp16 keeps 11 bits of each value: ~2e-4 relative to the
 //    reference on random data.
+//  - decoded (8-bit-block W of 2^24 weights and more, over decoded_rows(): from
+//    16-48 rows by shape up to 256-512): the tile path's numbers from one GEMM
+//    that decodes W to fp16 as it reads it (cuda_moe_grouped_gemm.cuh), with no
+//    16-bit copy of W first.
 // F32 weights, and every type under Rounding::Exact, always take the float
 // vector path (float32 all the way: ~1e-6 from the exact reference).
 #pragma once
@@ -105,24 +109,27 @@ class MatmulOp {
   // Dense rows (cuda.matmul_glu, this op the gate): y [rows][n_out] =
   // swiglu(x W_gate^T, x W_up^T), the bits of run() for each and a SwiGLU
   // after, from one rounding of x with the SwiGLU in up's epilogue: three
-  // launches, not five. Only where glu_pair(up) and rows <= kVectorRows.
+  // launches, not five. Only where glu_pair(up), rows <= kVectorRows and
+  // neither product takes the decoded path.
   void run_glu(const MatmulOp& up, const float* x, int64_t ldx, int64_t rows, float* y, int64_t ldy, void* scratch,
                void* queue, const RoundedRows* pre = nullptr) const;
 
   // y [rows][n_out] = swiglu(x W_gate^T, x W_up^T) for any rows (this op the
-  // gate; cuda.matmul_glu, the shared experts of cuda.moe_ffn): run_glu where
-  // glu_pair(up) and rows <= kVectorRows, else each product's run() (up's into
-  // u, [rows][n_out] floats) and a SwiGLU kernel; the same bits either way.
-  // Defined in cuda_matmul_glu.cu.
-  // path: as run()'s (both products' path).
+  // gate; cuda.matmul_glu, the shared experts of cuda.moe_ffn): one decoded
+  // GEMM with the SwiGLU in its epilogue where both products take the decoded
+  // path (one type and shape), run_glu where glu_pair(up) and rows <=
+  // kVectorRows, else each product's run() (up's into u, [rows][n_out] floats)
+  // and a SwiGLU kernel; the same bits either way. path: as run()'s (both
+  // products'). Defined in cuda_matmul_glu.cu.
   void run_swiglu(const MatmulOp& up, const float* x, int64_t ldx, int64_t rows, float* y, float* u, void* scratch,
                   void* queue, const RoundedRows* pre = nullptr, Path path = Path::Auto) const;
 
   // Products of one input by several matrices (cuda.matmul_multi: q and kv_a,
   // or q, k and v): y[i] [rows][ops[i].n_out()] (row stride ldy[i]) = x
   // ops[i]'s W^T (+ bias[i], device, or null). One rounding of x and one
-  // launch where share_launch(ops, n) and rows <= kVectorRows, else each op's
-  // run(); the same bits either way (each sum is run()'s). scratch: ops[0]'s.
+  // launch where share_launch(ops, n), rows <= kVectorRows and no product
+  // takes the decoded path, else each op's run(); the same bits either way
+  // (each sum is run()'s). scratch: ops[0]'s.
   static constexpr int kMaxProducts = 4;
   static bool share_launch(const MatmulOp* ops, int n);
   static void run_products(const MatmulOp* ops, int n, const float* x, int64_t ldx, int64_t rows, float* const* y,
