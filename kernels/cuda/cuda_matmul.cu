@@ -371,13 +371,11 @@ bool MatmulOp::init(const kern::WeightView& w, int64_t max_rows, kern::Rounding 
 
   uint64_t vec = 0, tiles = 0;
   if (int8_path()) vec = align_up(uint64_t(max_rows_ * n_in_)) + align_up(uint64_t(max_rows_ * (n_in_ / 32)) * 4);
-  x16_cols_ = k_pad_;
   if (type_ != GgmlType::F32 && max_rows_ > kVectorRows && !vector_only && rounding == kern::Rounding::GgmlCpu) {
     const bool direct = w16_direct();
     chunk_rows_ = direct ? n_out_ : std::max<int64_t>(kBM, int64_t(kTileChunkBytes / (uint64_t(k_pad_) * 2)) / kBM * kBM);
     chunk_rows_ = std::min(chunk_rows_, ceil_div(n_out_, kBM) * kBM);
     decoded_ = decoded_gemm_applies(type_, n_in_);
-    if (decoded_) x16_cols_ = std::max(k_pad_, decoded_k_pad(n_in_));
     tiles = tile_buffers(nullptr).w16_start + (direct ? 0 : align_up(uint64_t(chunk_rows_ * k_pad_) * 2));
   }
   scratch_bytes_ = std::max(vec, tiles);

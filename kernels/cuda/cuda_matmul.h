@@ -160,7 +160,7 @@ class MatmulOp {
   void run_tiles(const float* x, int64_t ldx, int64_t rows, float* y, int64_t ldy, const float* bias, void* scratch,
                  void* queue) const;
   // Where the tile and decoded paths' buffers sit in scratch (init sizes it
-  // from the same): x as 16 bits (x16_cols_ a row), its scales, x's 8-bit
+  // from the same): x as 16 bits (x16_cols() a row), its scales, x's 8-bit
   // rounding (q, d), then, for the tile path only, W's 16-bit chunk.
   struct TileBuffers {
     uint8_t* x16;
@@ -171,6 +171,9 @@ class MatmulOp {
     uint64_t w16_start;  // its offset: the bytes the decoded path needs
   };
   TileBuffers tile_buffers(void* scratch) const;
+  // The 16-bit activations' row stride there: the tile path's padding, or the
+  // decoded GEMM's where that path applies (it may be wider).
+  int64_t x16_cols() const;
   // F16 / BF16 weights whose rows the GEMM reads in place.
   bool w16_direct() const;
   // Path::Decoded: the tile path's numbers (x rounded and scaled into f16, W
@@ -193,7 +196,6 @@ class MatmulOp {
   int64_t max_rows_ = 0;
   kern::Rounding rounding_ = kern::Rounding::GgmlCpu;
   int64_t k_pad_ = 0;       // n_in rounded up to the tile depth (32)
-  int64_t x16_cols_ = 0;    // the 16-bit activations' row stride in scratch (both paths' padding)
   bool decoded_ = false;    // Path::Decoded applies
   int64_t chunk_rows_ = 0;  // rows of W dequantized per tile pass
   uint64_t scratch_bytes_ = 0;

@@ -11,6 +11,7 @@
 #include "kernels/cuda/cuda_launch.cuh"
 #include "kernels/cuda/cuda_matmul.h"
 #include "kernels/cuda/cuda_matmul_tiles.cuh"
+#include "kernels/cuda/cuda_moe_grouped_gemm.cuh"
 #include "kernels/cuda/cuda_quant.cuh"
 #include "kernels/cuda/cuda_rounding.cuh"
 #include "kernels/cuda/cuda_types.cuh"
@@ -181,6 +182,8 @@ void rows_to_f16(const float* x, int64_t ldx, int64_t rows, int64_t n_in, int64_
 
 bool MatmulOp::w16_direct() const { return (type_ == GgmlType::F16 || type_ == GgmlType::BF16) && n_in_ % kBK == 0; }
 
+int64_t MatmulOp::x16_cols() const { return decoded_ ? std::max(k_pad_, decoded_k_pad(n_in_)) : k_pad_; }
+
 MatmulOp::TileBuffers MatmulOp::tile_buffers(void* scratch) const {
   auto* base = static_cast<uint8_t*>(scratch);
   uint64_t off = 0;
@@ -190,7 +193,7 @@ MatmulOp::TileBuffers MatmulOp::tile_buffers(void* scratch) const {
     return base ? base + at : nullptr;
   };
   TileBuffers b;
-  b.x16 = take(uint64_t(max_rows_ * x16_cols_) * 2);
+  b.x16 = take(uint64_t(max_rows_ * x16_cols()) * 2);
   b.inv = reinterpret_cast<float*>(take(uint64_t(max_rows_) * 4));
   b.xq = reinterpret_cast<int8_t*>(take(uint64_t(max_rows_ * n_in_)));
   b.xd = reinterpret_cast<float*>(take(uint64_t(max_rows_ * (n_in_ / 32)) * 4));

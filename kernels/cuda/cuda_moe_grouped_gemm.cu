@@ -225,6 +225,29 @@ __global__ void __launch_bounds__(2 * GM, GM >= 256 ? 1 : 256 / GM) grouped_gemm
   }
 }
 
+// grouped_gemm<T, GLU, gm> over grid (tiles, column blocks): the kernel's
+// template arguments from the weights' type, GLU (gate and up: g.w1 set) and
+// the rows a tile (64, 128 or 256).
+void launch_grouped_gemm(GgmlType t, int gm, dim3 grid, const GemmArgs& g, cudaStream_t s) {
+  with_type(t, [&](auto tc) {
+    constexpr GgmlType T = decltype(tc)::value;
+    auto go = [&](auto glu, auto rows) {
+      constexpr bool G = decltype(glu)::value;
+      constexpr int GM = decltype(rows)::value;
+      constexpr size_t smem = grouped_smem<G, GM>();
+      allow_shared_memory<grouped_gemm<T, G, GM>>(smem);
+      launch(grouped_gemm<T, G, GM>, grid, 2 * GM, smem, s, g);
+    };
+    auto by_rows = [&](auto glu) {
+      if (gm == 64) go(glu, std::integral_constant<int, 64>{});
+      else if (gm == 128) go(glu, std::integral_constant<int, 128>{});
+      else go(glu, std::integral_constant<int, 256>{});
+    };
+    if (g.w1) by_rows(std::true_type{});
+    else by_rows(std::false_type{});
+  });
+}
+
 std::atomic<uint64_t> g_runs{0};
 
 // Workspace layout (bytes from its start).
@@ -303,22 +326,6 @@ void run_resident_experts(const ResidentExperts& e, const float* x, int64_t n_to
   // The most tiles a step can have: every matrix's last tile partial.
   const unsigned max_tiles = unsigned(ceil_div(np, gm) + std::min<int64_t>(e.n_held, np));
   GemmArgs g;
-  // One projection over every tile: a warp per 16 rows of a tile.
-  auto gemm = [&](GgmlType t, auto glu, unsigned n_blocks) {
-    with_type(t, [&](auto tc) {
-      constexpr GgmlType T = decltype(tc)::value;
-      constexpr bool G = decltype(glu)::value;
-      auto go = [&](auto rows) {
-        constexpr int GM = decltype(rows)::value;
-        constexpr size_t smem = grouped_smem<G, GM>();
-        allow_shared_memory<grouped_gemm<T, G, GM>>(smem);
-        launch(grouped_gemm<T, G, GM>, dim3(max_tiles, n_blocks), 2 * GM, smem, s, g);
-      };
-      if (gm == 64) go(std::integral_constant<int, 64>{});
-      else if (gm == 128) go(std::integral_constant<int, 128>{});
-      else go(std::integral_constant<int, 256>{});
-    });
-  };
   g.offsets = offsets;
   g.tiles = tiles;
   g.rows = rows;
@@ -335,7 +342,8 @@ void run_resident_experts(const ResidentExperts& e, const float* x, int64_t n_to
   g.N = int(e.n_ff);
   g.out = h;
   g.ldo = e.n_ff;
-  gemm(e.type[0], std::true_type{}, unsigned(ceil_div(e.n_ff, kGN)));
+  // One projection over every tile (gate and up: w1 set): a warp per 16 rows of a tile.
+  launch_grouped_gemm(e.type[0], gm, dim3(max_tiles, unsigned(ceil_div(e.n_ff, kGN))), g, s);
   check_launch("cuda.moe_experts (grouped: gate and up)", stream);
   // The SwiGLU's rows for down, as the tile path rounds a product's input; rows
   // past the step's pairs hold stale values nobody reads.
@@ -352,7 +360,7 @@ void run_resident_experts(const ResidentExperts& e, const float* x, int64_t n_to
   g.N = int(e.n_embd);
   g.out = ypairs;
   g.ldo = e.n_embd;
-  gemm(e.type[2], std::false_type{}, unsigned(ceil_div(e.n_embd, kGN)));
+  launch_grouped_gemm(e.type[2], gm, dim3(max_tiles, unsigned(ceil_div(e.n_embd, kGN))), g, s);
   check_launch("cuda.moe_experts (grouped: down)", stream);
   g_runs.fetch_add(1, std::memory_order_relaxed);
 }
@@ -392,23 +400,7 @@ void run_decoded_gemm(GgmlType t, const uint8_t* w0, const uint8_t* w1, uint64_t
   g.ldo = ldy;
   g.dense_rows = int(rows);
   g.bias = w1 ? nullptr : bias;
-  with_type(t, [&](auto tc) {
-    constexpr GgmlType T = decltype(tc)::value;
-    auto go = [&](auto glu, auto rows_c) {
-      constexpr bool G = decltype(glu)::value;
-      constexpr int GM = decltype(rows_c)::value;
-      constexpr size_t smem = grouped_smem<G, GM>();
-      allow_shared_memory<grouped_gemm<T, G, GM>>(smem);
-      launch(grouped_gemm<T, G, GM>, dim3(unsigned(ceil_div(rows, GM)), unsigned(col_blocks)), 2 * GM, smem, s, g);
-    };
-    auto by_rows = [&](auto glu) {
-      if (gm == 64) go(glu, std::integral_constant<int, 64>{});
-      else if (gm == 128) go(glu, std::integral_constant<int, 128>{});
-      else go(glu, std::integral_constant<int, 256>{});
-    };
-    if (w1) by_rows(std::true_type{});
-    else by_rows(std::false_type{});
-  });
+  launch_grouped_gemm(t, gm, dim3(unsigned(ceil_div(rows, gm)), unsigned(col_blocks)), g, s);
   check_launch("cuda matmul (weights decoded in the GEMM)", s);
 }
 
