@@ -6,6 +6,7 @@
 // the kernels' per-thread buffers, keeps a buffer through small growths.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -52,6 +53,42 @@ TEST(ThreadPool, ItemsOfManyShortPasses) {
     });
     ASSERT_EQ(count.load(), 64);
     for (int v : seen) ASSERT_EQ(v, pass);
+  }
+}
+
+// Items in a range a thread (kern::for_each_item_by_range): every item once
+// whatever the pool and the items' lengths (threads finishing at different
+// times take the others' back ends), and a thread starts with its own range in
+// order: what keeps an expert's blocks of rows on the core that holds its
+// activations.
+TEST(ThreadPool, ItemsByRangeEachOnceOwnRangeFirst) {
+  for (int threads : {1, 2, 3, 8, 16}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {1, 2, 5, 16, 17, 100, 1000}) {
+      for (int pass = 0; pass < 10; ++pass) {
+        std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+        const int64_t t = std::min<int64_t>(n, threads);
+        // Per slot: the items it ran, in order (a slot is one thread at a time).
+        std::vector<std::vector<int64_t>> ran(static_cast<size_t>(threads));
+        kern::for_each_item_by_range(pool, n, true, [&](int64_t i, int slot) {
+          hits[size_t(i)].fetch_add(1, std::memory_order_relaxed);
+          ran[size_t(slot)].push_back(i);
+          if (i % 7 == 3) std::this_thread::sleep_for(std::chrono::microseconds(20));  // uneven items
+        });
+        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[size_t(i)].load(), 1) << "item " << i << " of " << n;
+        // Slot r ran items of its own range [b, e) first, as b, b + 1, ...
+        // (thieves take back ends), then only others' (all of its range may
+        // have been taken before its thread started, on a loaded machine).
+        for (int64_t r = 0; r < t; ++r) {
+          const auto& v = ran[size_t(r)];
+          const int64_t b = n * r / t, e = n * (r + 1) / t;
+          size_t k = 0;
+          for (; k < v.size() && v[k] >= b && v[k] < e; ++k)
+            ASSERT_EQ(v[k], b + int64_t(k)) << "slot " << r << " of " << t << ", n " << n;
+          for (; k < v.size(); ++k) ASSERT_TRUE(v[k] < b || v[k] >= e) << "slot " << r << " item " << v[k];
+        }
+      }
+    }
   }
 }
 
