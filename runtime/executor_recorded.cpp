@@ -92,6 +92,8 @@ Status Executor::Impl::run_recorded(BoundPhase& ph, size_t i, size_t j, const ke
       return ok_status();
     }
     rec = &keep_recording(ph, ph.recordings, std::move(key), graph, dev, t0);
+  } else if (profiling) {
+    account(ph.name + " (host: the recorded calls' keys)", t0);
   }
   KT_TRY(launch_recording(ph, *rec, dev));
   // The copies' events, after the recording: it ends with its downloads.

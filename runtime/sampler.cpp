@@ -13,6 +13,8 @@
 #include <limits>
 #include <random>
 
+#include "kernels/cpu/vec_f32.h"
+
 // A fused multiply-add rounds once where a*b+c rounds twice: contracting would
 // make the weights depend on the target's instruction set. GCC contracts only
 // in GNU modes (kt builds -std=c++20); clang contracts within an expression
@@ -181,12 +183,8 @@ void Sampler::apply_penalties(int32_t n_vocab) {
   }
 }
 
-int32_t Sampler::argmax(int32_t n_vocab) const {
-  int32_t best = 0;
-  for (int32_t i = 1; i < n_vocab; ++i)
-    if (work_[size_t(i)] > work_[size_t(best)]) best = i;
-  return best;
-}
+// The lowest index of the largest logit (work_ holds no NaN: sanitized).
+int32_t Sampler::argmax(int32_t n_vocab) const { return int32_t(kern::vec::argmax(work_.data(), n_vocab)); }
 
 // The k best by Better into cand_, best first: one pass with a heap of k whose
 // top is the worst kept, so most logits cost one comparison.

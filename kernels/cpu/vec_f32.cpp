@@ -19,6 +19,7 @@ void axpy(GgmlType type, const void* row, float a, float* y, int64_t n);
 void to_f32(GgmlType type, const void* row, float* dst, int64_t n);
 void silu_mul(const float* gate, const float* up, int64_t n, float* y);
 void round_f16(const float* x, float* y, int64_t n);
+int64_t argmax(const float* x, int64_t n);
 float exp_shift(float* x, int64_t n, float m);
 void attend_lanes(const float* qt, int64_t k, const float* rows, int64_t ld, int64_t nb, int64_t kv, float scale,
                   float* m, float* l, float* ot);
@@ -165,6 +166,14 @@ void round_f16(const float* x, float* y, int64_t n) {
 void silu_mul(const float* gate, const float* up, int64_t n, float* y) {
   if (use_avx512()) return avx512::silu_mul(gate, up, n, y);
   cpu::ref::silu_glu(gate, up, n, y);
+}
+
+int64_t argmax(const float* x, int64_t n) {
+  if (use_avx512()) return avx512::argmax(x, n);
+  int64_t best = 0;
+  for (int64_t i = 1; i < n; ++i)
+    if (x[i] > x[best]) best = i;
+  return best;
 }
 
 }  // namespace kt::kern::vec

@@ -66,4 +66,11 @@ void round_f16(const float* x, float* y, int64_t n);
 // reference's ref::silu_glu (computed in double), which the portable path is.
 void silu_mul(const float* gate, const float* up, int64_t n, float* y);
 
+// The first index of the largest of x[0..n) (n > 0), as a scalar loop keeping
+// the first x[i] > best finds it: among equal values (-0 and +0 included) the
+// lowest index. x holds no NaN (a sampler's logits, sanitized). A greedy pick
+// over a 102400-token vocabulary took 172 us a token as that loop on the
+// device's Xeon: 12% of an all-GPU V3-5L decode step.
+int64_t argmax(const float* x, int64_t n);
+
 }  // namespace kt::kern::vec

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <array>
+#include <limits>
 #include <utility>
 
 #include "kernels/type_traits.h"
@@ -192,6 +193,26 @@ void round_f16(const float* x, float* y, int64_t n) {
     const __mmask16 m = __mmask16((1u << (n - i)) - 1);
     _mm512_mask_storeu_ps(y + i, m, r16(_mm512_maskz_loadu_ps(m, x + i)));
   }
+}
+
+// Two passes: the maximum (four vectors of running maxima, so the loads are not
+// one dependent chain), then the first value equal to it.
+int64_t argmax(const float* x, int64_t n) {
+  const __m512 lowest = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  __m512 m[4] = {lowest, lowest, lowest, lowest};
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64)
+    for (int k = 0; k < 4; ++k) m[k] = _mm512_max_ps(m[k], _mm512_loadu_ps(x + i + 16 * k));
+  for (; i + 16 <= n; i += 16) m[0] = _mm512_max_ps(m[0], _mm512_loadu_ps(x + i));
+  if (i < n) m[0] = _mm512_max_ps(m[0], _mm512_mask_loadu_ps(lowest, __mmask16((1u << (n - i)) - 1), x + i));
+  const float best = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m[0], m[1]), _mm512_max_ps(m[2], m[3])));
+  const __m512 bv = _mm512_set1_ps(best);
+  for (i = 0; i < n; i += 16) {
+    const __mmask16 in = i + 16 <= n ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1);
+    const __mmask16 eq = _mm512_mask_cmp_ps_mask(in, _mm512_maskz_loadu_ps(in, x + i), bv, _CMP_EQ_OQ);
+    if (eq) return i + __builtin_ctz(eq);
+  }
+  return 0;  // unreachable without NaN: best is one of the values
 }
 
 void silu_mul(const float* gate, const float* up, int64_t n, float* y) {

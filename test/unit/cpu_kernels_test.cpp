@@ -193,6 +193,36 @@ TEST(FastSiluMul, WithinFourUlpsOfReferenceWhereverTheValueSits) {
   for (size_t i = 1; i < y1.size(); ++i) EXPECT_EQ(std::memcmp(&y1[i], &y1[0], 4), 0) << "lane " << i;
 }
 
+// The greedy pick: the index a scalar loop keeping the first x[i] > best gives,
+// wherever the maximum sits (each of 16 lanes, the four running vectors, the
+// tail), with ties (the lowest index wins), +0 against -0, and all -inf.
+TEST(VecArgmax, FirstOfTheLargestAsTheScalarLoop) {
+  auto scalar = [](const std::vector<float>& x, int64_t n) {
+    int64_t best = 0;
+    for (int64_t i = 1; i < n; ++i)
+      if (x[size_t(i)] > x[size_t(best)]) best = i;
+    return best;
+  };
+  for (int64_t n : {int64_t(1), int64_t(5), int64_t(16), int64_t(17), int64_t(63), int64_t(64), int64_t(65),
+                    int64_t(200), int64_t(102400)}) {
+    std::vector<float> x = random_floats(size_t(n), 71, 30.0f);
+    ASSERT_EQ(vec::argmax(x.data(), n), scalar(x, n)) << "random, n " << n;
+    for (int64_t at : {int64_t(0), n / 3, n - 1, n / 2 + 1}) {
+      if (at >= n) continue;
+      std::vector<float> y = x;
+      y[size_t(at)] = 100.0f;
+      ASSERT_EQ(vec::argmax(y.data(), n), at) << "max at " << at << " of " << n;
+      if (at + 7 < n) y[size_t(at + 7)] = 100.0f;  // a tie after it: still the first
+      ASSERT_EQ(vec::argmax(y.data(), n), at) << "tie after " << at << " of " << n;
+    }
+    std::vector<float> z(size_t(n), -0.0f);
+    if (n > 2) z[size_t(n - 2)] = 0.0f;  // equal to -0: the first -0 stays
+    ASSERT_EQ(vec::argmax(z.data(), n), scalar(z, n)) << "zeros, n " << n;
+    std::vector<float> inf(size_t(n), -INFINITY);
+    ASSERT_EQ(vec::argmax(inf.data(), n), 0) << "-inf, n " << n;
+  }
+}
+
 // Softmax weights: exp(x - m) within 4 ulp of exp in double wherever the value
 // sits in the row (16 lanes and a tail), including arguments near 0 and far
 // below (where exp underflows), and the returned sum matches.

@@ -28,6 +28,7 @@
 #include "runtime/executor.h"
 #include "runtime/plan_loader.h"
 #include "runtime/routing_hooks.h"
+#include "runtime/sampler.h"
 #include "runtime/sequence.h"
 #include "tools/kt-bench/machine_limits.h"
 
@@ -112,6 +113,7 @@ Bytes cpu_bytes(const Executor& ex) {
 
 struct RunResult {
   double prefill_tps = 0, decode_tps = 0, expert_bytes_per_token = 0, bytes_per_token = 0;
+  double argmax_us = 0;  // the host's greedy pick (Sampler) a decoded token
 };
 
 // forced_by: the distribution routing is forced to, or null for the model's own.
@@ -153,9 +155,17 @@ RunResult run_once(Executor& ex, const Bytes& bytes, int64_t n_prompt, int64_t n
   stats.set_decode(true);
   int32_t next = 0;
   t0 = Clock::now();
+  double t_argmax = 0;
+  SamplerParams greedy_params;
+  greedy_params.temperature = 0;  // kt-exec --greedy: the same chain, no penalties
+  greedy_params.seed = 1;
+  Sampler greedy(greedy_params);
   for (int64_t i = 0; i < n_gen; ++i) {
-    // Greedy: the argmax of the last logits, as a real generation would feed.
-    next = int32_t(std::max_element(logits->begin(), logits->end()) - logits->begin());
+    // Greedy: the argmax of the last logits, as a real generation would feed,
+    // picked by the sampler kt-exec and kt-serve use.
+    const auto ta = Clock::now();
+    next = greedy.sample(logits->data(), int64_t(logits->size()));
+    t_argmax += seconds(ta);
     logits = seq.feed(std::span<const int32_t>(&next, 1));
     if (!logits.ok()) {
       std::fprintf(stderr, "kt-bench: %s\n", logits.error().message.c_str());
@@ -171,6 +181,7 @@ RunResult run_once(Executor& ex, const Bytes& bytes, int64_t n_prompt, int64_t n
   }
   r.prefill_tps = double(n_prompt) / t_prefill;
   r.decode_tps = double(n_gen) / t_decode;
+  r.argmax_us = 1e6 * t_argmax / double(std::max<int64_t>(n_gen, 1));
   for (const auto& [layer, ds] : stats.per_layer()) {
     auto it = bytes.per_expert.find(layer);
     if (it != bytes.per_expert.end() && ds.second)
@@ -300,6 +311,9 @@ int run_e2e_bench(int argc, char** argv) {
       std::printf("%-16s %12.1f %12.2f %14s %14s %10s %10s\n", "own, no hooks", r.prefill_tps, r.decode_tps, "-", "-",
                   "-", "-");
     }
+    if (profile)
+      std::printf("host between decode steps: %.1f us a token for the greedy pick (Sampler, %lld logits)\n",
+                  r.argmax_us, (long long)(*ex)->n_vocab());
     print_profile("the model's own routing, no hooks");
     if (uniform && bytes.gpu_held.empty()) {
       // Routing forced uniformly with nothing counting it: on a GPU router the
