@@ -20,6 +20,7 @@
 // K, V, queries and probabilities to F16 as llama.cpp's F16 cache would), the
 // absorbed form has no such rounding: the two differ by F16 noise (~1e-3).
 #include <algorithm>
+#include <type_traits>
 
 #include "kernels/cuda/cuda_attention.cuh"
 #include "kernels/cuda/cuda_common.cuh"
@@ -144,6 +145,23 @@ __global__ void __launch_bounds__(128) mla_q_abs_split(const float* __restrict__
   }
 }
 
+// Rows of one head a group of L lanes takes in the one-token kernels
+// (mla_prepare_one's q_abs, mla_out_one): 1, or kRowsAGroup where that still
+// gives every SM a block (group_rows). Each lane then loads its 32 activations
+// once for all of them and has their weight loads in flight together. One row
+// a group kept 88-352 bytes in flight a lane and read its activations again
+// for every row: ncu on an H200 (each kernel alone), V3's 128 heads, q_abs +
+// store 17.7 -> 14.3 us, W_V 13.2 -> 9.3 (V3-5L all-GPU decode 703 / 673 ->
+// 722 / 716 tok/s); V2-Lite's 16 heads at four rows (32 and 64 blocks) 10.8 ->
+// 12.1 and 4.2 -> 5.5, hence one row there (GR = 1: the code as it was). r and
+// d_v (512 and 128 in every MLA model) are multiples of it.
+constexpr int kRowsAGroup = 4;
+
+// Rows a group for n_rows rows at rows_a_block rows a block with one row a group.
+inline int group_rows(int64_t n_rows, int64_t rows_a_block, int sms) {
+  return n_rows / (rows_a_block * kRowsAGroup) >= sms ? kRowsAGroup : 1;
+}
+
 // q_abs[h][c] (c < r) of one decoding token from k_b row (h, c), L lanes a
 // row, lane g of the row's group (row_dot32; the whole warp must call it): the
 // one sum both mla_q_abs_one and mla_prepare_one write, so their bits agree.
@@ -184,7 +202,7 @@ __global__ void __launch_bounds__(128) mla_q_abs_one(const float* __restrict__ q
 // rounded once here too (round_latent_rows_block; mode 3 or 4): blocks from
 // round_b0 on take the cached rows before the token's, and block 0 its own
 // row once it has stored it.
-template <GgmlType T, class E>
+template <GgmlType T, class E, int GR>
 __global__ void __launch_bounds__(kStoreThreads)
     mla_prepare_one(const float* __restrict__ q, MlaDims m, const uint8_t* __restrict__ w, uint64_t row_bytes,
                     uint64_t mat_bytes, float* __restrict__ qcat, RopeArgs ra, const __grid_constant__ MlaStore<E> st,
@@ -196,11 +214,12 @@ __global__ void __launch_bounds__(kStoreThreads)
   const int b = int(blockIdx.x);
   // q_abs's (h, c) = (row / r, row % r): a warp a row, or with L = dot32_lanes(dn)
   // > 0 a group of L lanes a row (mla_q_abs_one's sums).
-  const int L = dot32_lanes(m.dn), rpw = L ? 32 / L : 1, g = L ? lane % L : 0;
-  const int64_t row = (int64_t(b - 1 - m.H) * kWarps + (threadIdx.x >> 5)) * rpw + (L ? lane / L : 0);
+  // With L lanes a row, a group takes GR rows (h, c .. c + GR): 1 or kRowsAGroup.
+  const int L = dot32_lanes(m.dn), rpw = L ? 32 / L : 1, g = L ? lane % L : 0, nr = L ? GR : 1;
+  const int64_t row = ((int64_t(b - 1 - m.H) * kWarps + (threadIdx.x >> 5)) * rpw + (L ? lane / L : 0)) * nr;
   const bool qabs = b > m.H && row < int64_t(m.H) * m.r;
   const uint8_t* wr = qabs ? w + uint64_t(row / m.r) * mat_bytes + uint64_t(row % m.r) * row_bytes : nullptr;
-  if (qabs && (L ? g : lane) == 0) prefetch_l2(wr, row_bytes);
+  if (qabs && (L ? g : lane) == 0) prefetch_l2(wr, nr * row_bytes);
   wait_for_inputs();
   const int qc = m.r + m.dr;
   if (lat_q && b >= round_b0) {
@@ -216,12 +235,25 @@ __global__ void __launch_bounds__(kStoreThreads)
     const int h = b - 1;
     for (int i = threadIdx.x; i < ra.n_dims / 2; i += blockDim.x)
       rope_pair(ra, pos[0], i, q + int64_t(h) * (m.dn + m.dr) + m.dn, qcat + int64_t(h) * qc + m.r);
-  } else if (L) {
+  } else if (L && GR == 1) {
     // The whole warp shuffles: rows past the end sum row 0 and drop it.
     const int64_t rr = qabs ? row : 0;
     const int h = int(rr / m.r), c = int(rr % m.r);
     const float sum = q_abs_one<T>(q, m, w, row_bytes, mat_bytes, h, c, L, g);
     if (qabs && g == 0) qcat[int64_t(h) * qc + c] = sum;
+  } else if (L) {
+    // The same, GR rows a group against one q (row_dot32_r: q_abs_one's bits).
+    const int64_t rr = qabs ? row : 0;
+    const int h = int(rr / m.r), c = int(rr % m.r);
+    float xv[32];
+    load_x32(q + int64_t(h) * (m.dn + m.dr) + 32 * g, xv);
+    const uint8_t* w0 = w + uint64_t(h) * mat_bytes + uint64_t(c) * row_bytes;
+    float sum[GR];
+#pragma unroll
+    for (int j = 0; j < GR; ++j) sum[j] = row_dot32_r<T>(w0 + uint64_t(j) * row_bytes, xv, L, g);
+    if (qabs && g == 0)
+#pragma unroll
+      for (int j = 0; j < GR; ++j) qcat[int64_t(h) * qc + c + j] = sum[j];
   } else if (qabs) {
     const int h = int(row / m.r), c = int(row % m.r);
     const float* qh = q + int64_t(h) * (m.dn + m.dr);
@@ -268,22 +300,35 @@ __global__ void __launch_bounds__(128) mla_out(const float* __restrict__ olat, i
   }
 }
 
-// One decoding token's W_V rows (h, i), L = dot32_lanes(r) lanes a row and
-// 32 / L rows a warp (row_dot32); mla_out<T, kSplit, 1>'s rows otherwise.
-template <GgmlType T, bool kSplit>
+// One decoding token's W_V rows (h, i), L = dot32_lanes(r) lanes a row, a
+// group of L lanes taking GR rows (h, i .. i + GR; 1 or kRowsAGroup) against
+// the same o_lat (row_dot32_r); mla_out<T, kSplit, 1>'s rows otherwise. The
+// rows of a group follow one another in v_b and in kv_b alike.
+template <GgmlType T, bool kSplit, int GR>
 __global__ void __launch_bounds__(128) mla_out_one(const float* __restrict__ olat, MlaDims m,
                                                    const uint8_t* __restrict__ w, uint64_t row_bytes,
                                                    uint64_t mat_bytes, float* __restrict__ out, int L) {
   const int lane = threadIdx.x & 31, g = lane % L;
-  const int64_t row = (int64_t(blockIdx.x) * 4 + (threadIdx.x >> 5)) * (32 / L) + lane / L;
+  const int64_t row = ((int64_t(blockIdx.x) * 4 + (threadIdx.x >> 5)) * (32 / L) + lane / L) * GR;
   const bool valid = row < int64_t(m.H) * m.dv;
   const int h = valid ? int(row / m.dv) : 0, i = valid ? int(row % m.dv) : 0;
   const uint8_t* wr = kSplit ? w + uint64_t(h) * mat_bytes + uint64_t(i) * row_bytes
                              : w + (uint64_t(h) * (m.dn + m.dv) + m.dn + i) * row_bytes;
-  if (valid && g == 0) prefetch_l2(wr, row_bytes);
+  if (valid && g == 0) prefetch_l2(wr, GR * row_bytes);
   wait_for_inputs();
-  const float sum = row_dot32<T>(wr, olat + int64_t(h) * m.r, L, g);  // the whole warp shuffles
-  if (valid && g == 0) out[int64_t(h) * m.dv + i] = sum;
+  if constexpr (GR == 1) {
+    const float sum = row_dot32<T>(wr, olat + int64_t(h) * m.r, L, g);  // the whole warp shuffles
+    if (valid && g == 0) out[int64_t(h) * m.dv + i] = sum;
+  } else {
+    float xv[32];
+    load_x32(olat + int64_t(h) * m.r + 32 * g, xv);
+    float sum[GR];
+#pragma unroll
+    for (int j = 0; j < GR; ++j) sum[j] = row_dot32_r<T>(wr + uint64_t(j) * row_bytes, xv, L, g);  // the whole warp shuffles
+    if (valid && g == 0)
+#pragma unroll
+      for (int j = 0; j < GR; ++j) out[int64_t(h) * m.dv + i + j] = sum[j];
+  }
 }
 
 }  // namespace
@@ -421,14 +466,20 @@ class CudaMla final : public Kernel {
                          m, wv, s_.v_row, s_.v_mat, y.row(t0), y.cols);
           };
           const int L = cuda::dot32_lanes(m.r);
-          if (nt == 1 && L) {
-            const unsigned blocks = unsigned(cuda::ceil_div(int64_t(m.H) * m.dv, 4 * (32 / L)));
-            if (s_.split)
-              cuda::launch(cuda::mla_out_one<T, true>, blocks, 128, 0, stream, olat, m, wv, s_.v_row, s_.v_mat,
-                           y.row(t0), L);
-            else
-              cuda::launch(cuda::mla_out_one<T, false>, blocks, 128, 0, stream, olat, m, wv, s_.v_row, s_.v_mat,
-                           y.row(t0), L);
+          if (nt == 1 && L && m.dv % cuda::kRowsAGroup == 0) {
+            const int gr = cuda::group_rows(int64_t(m.H) * m.dv, 4 * (32 / L), cuda::sm_count(s_.device));
+            const unsigned blocks = unsigned(cuda::ceil_div(int64_t(m.H) * m.dv, 4 * (32 / L) * gr));
+            auto out_one = [&](auto grc) {
+              constexpr int G = decltype(grc)::value;
+              if (s_.split)
+                cuda::launch(cuda::mla_out_one<T, true, G>, blocks, 128, 0, stream, olat, m, wv, s_.v_row, s_.v_mat,
+                             y.row(t0), L);
+              else
+                cuda::launch(cuda::mla_out_one<T, false, G>, blocks, 128, 0, stream, olat, m, wv, s_.v_row, s_.v_mat,
+                             y.row(t0), L);
+            };
+            gr == 1 ? out_one(std::integral_constant<int, 1>{})
+                    : out_one(std::integral_constant<int, cuda::kRowsAGroup>{});
           } else if (s_.split) {
             nt == 1 ? go(std::true_type{}, One{}) : go(std::true_type{}, Tok{});
           } else {
@@ -473,8 +524,9 @@ class CudaMla final : public Kernel {
       const cuda::MlaStore<E> sa = cuda::mla_store_args<E>(kv_a.f32(), kv_a.cols, kv, norm, s_.eps, s_.rope);
       if (prepare_one(a)) {
         const int L = cuda::dot32_lanes(m.dn);  // q_abs's rows a warp: mla_prepare_one
-        const int round_b0 =
-            int(1 + m.H + cuda::ceil_div(int64_t(m.H) * m.r, cuda::kStoreThreads / 32 * (L ? 32 / L : 1)));
+        const int64_t a_block = cuda::kStoreThreads / 32 * (L ? 32 / L : 1);  // q_abs's rows a block, one a group
+        const int gr = L ? cuda::group_rows(int64_t(m.H) * m.r, a_block, cuda::sm_count(s_.device)) : 1;
+        const int round_b0 = int(1 + m.H + cuda::ceil_div(int64_t(m.H) * m.r, a_block * gr));
         // The latents' rounding: blocks up to the split's horizon (the grid
         // changes only every 256 steps), the rows before the token's.
         const int round_blocks =
@@ -482,9 +534,13 @@ class CudaMla final : public Kernel {
         const size_t smem = size_t(std::max(m.dr, lat_q ? cuda::kRoundRows * m.r : 0)) * 4;
         cuda::with_type(s_.k_type, [&](auto tc) {
           constexpr GgmlType T = decltype(tc)::value;
-          cuda::launch(cuda::mla_prepare_one<T, E>, unsigned(round_b0 + round_blocks), cuda::kStoreThreads, smem,
-                       stream, x.f32(), m, a.weights[0].bytes(), s_.k_row, s_.k_mat, qcat, s_.rope, sa, st.slot,
-                       st.pos, lat_q, lat_d, s_.attn.round_lat, round_b0);
+          auto prepare = [&](auto grc) {
+            cuda::launch(cuda::mla_prepare_one<T, E, decltype(grc)::value>, unsigned(round_b0 + round_blocks),
+                         cuda::kStoreThreads, smem, stream, x.f32(), m, a.weights[0].bytes(), s_.k_row, s_.k_mat,
+                         qcat, s_.rope, sa, st.slot, st.pos, lat_q, lat_d, s_.attn.round_lat, round_b0);
+          };
+          gr == 1 ? prepare(std::integral_constant<int, 1>{})
+                  : prepare(std::integral_constant<int, cuda::kRowsAGroup>{});
         });
         one = true;
       } else {
@@ -572,7 +628,10 @@ class CudaMla final : public Kernel {
 
   // One decoding token with k_b: its rope, cache store and q_abs (and the
   // latents' rounding) take one launch, mla_prepare_one.
-  bool prepare_one(const CallArgs& a) const { return s_.store && s_.split && a.in[0].rows == 1; }
+  bool prepare_one(const CallArgs& a) const {
+    return s_.store && s_.split && a.in[0].rows == 1 &&
+           (cuda::dot32_lanes(s_.m.dn) == 0 || s_.m.r % cuda::kRowsAGroup == 0);  // q_abs's groups of rows
+  }
 
   // Tokens [t0, t0 + nt)'s heads per block and split of the cache.
   void split(cuda::AttnArgs& at, const CallArgs& a, int64_t t0, int64_t nt) const {

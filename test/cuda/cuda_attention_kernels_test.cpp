@@ -98,7 +98,7 @@ Call mla_call(const MlaShape& m, bool absorbed, bool split, GgmlType wt, GgmlTyp
 TEST(CudaKernels, MlaAbsorbedAndDecompressed) {
   KT_REQUIRE_GPU();
   SplitMix64 rng(13);
-  const MlaShape tiny{4, 32, 16, 32, 64}, v2{16, 128, 64, 128, 512};
+  const MlaShape tiny{4, 32, 16, 32, 64}, v2{16, 128, 64, 128, 512}, v3{128, 128, 64, 128, 512};
   std::vector<StepData> steps = attention_steps();
   // One decode token (the one-token variants of q_abs and W_V): far into a
   // slot, at position 0, and within the first tile.
@@ -112,14 +112,23 @@ TEST(CudaKernels, MlaAbsorbedAndDecompressed) {
     GgmlType wt;
     bool split;
   };
+  // V3's 128 heads: the one-token kernels take four rows a lane group there
+  // (cuda_mla.cu group_rows; one at 16 heads), typed (Q4_K) and generic (IQ4_XS)
+  // weights; one-token steps only (the reference is slow at 128 heads).
   for (const Case k : {Case{tiny, GgmlType::F32, false}, Case{tiny, GgmlType::Q8_0, false},
                        Case{v2, GgmlType::Q4_K, false}, Case{v2, GgmlType::Q6_K, true},
-                       Case{v2, GgmlType::IQ4_XS, false}}) {
+                       Case{v2, GgmlType::IQ4_XS, false}, Case{v3, GgmlType::Q4_K, true},
+                       Case{v3, GgmlType::IQ4_XS, false}}) {
+    const bool big = k.m.h == 128;
     for (GgmlType cache : {GgmlType::F32, GgmlType::F16}) {
       if (k.m.h == 16 && cache == GgmlType::F32 && k.wt != GgmlType::Q4_K) continue;  // keep the run short
+      if (big && cache == GgmlType::F32) continue;
       for (Rounding r : {Rounding::GgmlCpu, Rounding::Exact}) {
+        if (big && r == Rounding::Exact) continue;
         for (bool absorbed : {true, false}) {
+          if (big && !absorbed) continue;
           for (const StepData& st : steps) {
+            if (big && st.pos.size() != 1) continue;
             if (!absorbed && k.m.h == 16 && st.pos.size() > 10) continue;  // CPU decompression is slow
             const Call c = mla_call(k.m, absorbed, k.split, k.wt, cache, r, st, rng);
             // Decompressed + GgmlCpu: the reference rounds its decompressed K, V,
@@ -241,7 +250,7 @@ TEST(CudaKernels, MlaPromptChunksOnTensorCores) {
 TEST(CudaKernels, MlaAttentionStoreMatchesItsTwoCalls) {
   KT_REQUIRE_GPU();
   SplitMix64 rng(17);
-  const MlaShape tiny{4, 32, 16, 32, 64}, v2{16, 128, 64, 128, 512};
+  const MlaShape tiny{4, 32, 16, 32, 64}, v2{16, 128, 64, 128, 512}, v3{128, 128, 64, 128, 512};
   std::vector<StepData> steps;
   for (const auto& [slot, pos] : {std::pair{1, 700}, {2, 0}, {0, 13}}) {
     StepData d;
@@ -258,7 +267,8 @@ TEST(CudaKernels, MlaAttentionStoreMatchesItsTwoCalls) {
     bool split;
   };
   for (const Case k : {Case{tiny, GgmlType::F32, false}, Case{v2, GgmlType::Q4_K, true}, Case{v2, GgmlType::Q6_K, true},
-                       Case{v2, GgmlType::Q8_0, true}, Case{v2, GgmlType::Q4_K, false}}) {
+                       Case{v2, GgmlType::Q8_0, true}, Case{v2, GgmlType::Q4_K, false},
+                       Case{v3, GgmlType::Q4_K, true}}) {  // v3: q_abs four rows a lane group
     for (GgmlType cache : {GgmlType::F32, GgmlType::F16}) {
       for (const StepData& st : steps) {
         const MlaShape& m = k.m;
