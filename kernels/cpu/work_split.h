@@ -49,11 +49,8 @@ inline void for_each_item(Parallel& par, int64_t n, bool parallel, const std::fu
 inline void for_each_item_by_range(Parallel& par, int64_t n, bool parallel,
                                    const std::function<void(int64_t, int)>& fn) {
   const int64_t t = std::min<int64_t>(n, par.n_threads());
-  if (n >= (int64_t(1) << 32)) return for_each_item(par, n, parallel, fn);  // a range's ends are 32 bits
-  if (!parallel || t <= 1) {
-    for (int64_t i = 0; i < n; ++i) fn(i, 0);
-    return;
-  }
+  // One thread (for_each_item runs them in order), or ranges past 32-bit ends.
+  if (!parallel || t <= 1 || n >= (int64_t(1) << 32)) return for_each_item(par, n, parallel, fn);
   // Range r's items not yet taken: [front, back) packed in one word (front in
   // the high half), so an owner taking the front and a thief taking the back
   // never both take the last one.

@@ -122,22 +122,12 @@ __device__ __forceinline__ float dot32_r<GgmlType::Q6_K>(const uint8_t* row, int
   });
 }
 
-// dot32_r with the 32 values read from x: the typed forms load them as 8
-// float4s (x 16-byte aligned), the generic form value by value (x needs no
-// alignment). The same additions in the same order as dot32_r.
+// dot32_r with the 32 values read from x (16-byte aligned, as 8 float4s).
 template <GgmlType T>
 __device__ __forceinline__ float dot32(const uint8_t* row, int sb, const float* __restrict__ x) {
-  if constexpr (T == GgmlType::Q8_0 || T == GgmlType::Q4_0 || T == GgmlType::Q5_0 || T == GgmlType::Q4_K ||
-                T == GgmlType::Q6_K) {
-    float xv[32];
-    load_x32(x, xv);
-    return dot32_r<T>(row, sb, xv);
-  } else {
-    float acc = 0.0f;
-#pragma unroll 8
-    for (int k = 0; k < 32; ++k) acc = fmaf(deq1<T>(row, int64_t(sb) * 32 + k), x[k], acc);
-    return acc;
-  }
+  float xv[32];
+  load_x32(x, xv);
+  return dot32_r<T>(row, sb, xv);
 }
 
 // The row's sum with x[0 .. 32 L), L lanes a row (dot32_lanes): lane g of the

@@ -153,13 +153,14 @@ __global__ void __launch_bounds__(128) mla_q_abs_split(const float* __restrict__
 // for every row: ncu on an H200 (each kernel alone), V3's 128 heads, q_abs +
 // store 17.7 -> 14.3 us, W_V 13.2 -> 9.3 (V3-5L all-GPU decode 703 / 673 ->
 // 722 / 716 tok/s); V2-Lite's 16 heads at four rows (32 and 64 blocks) 10.8 ->
-// 12.1 and 4.2 -> 5.5, hence one row there (GR = 1: the code as it was). r and
-// d_v (512 and 128 in every MLA model) are multiples of it.
+// 12.1 and 4.2 -> 5.5, hence one row there (GR = 1: the code as it was).
 constexpr int kRowsAGroup = 4;
 
-// Rows a group for n_rows rows at rows_a_block rows a block with one row a group.
-inline int group_rows(int64_t n_rows, int64_t rows_a_block, int sms) {
-  return n_rows / (rows_a_block * kRowsAGroup) >= sms ? kRowsAGroup : 1;
+// Rows a group for n_rows rows, head_rows a head (a group stays in one head:
+// r and d_v, 512 and 128 in every MLA model), at rows_a_block rows a block
+// with one row a group.
+inline int group_rows(int64_t n_rows, int64_t head_rows, int64_t rows_a_block, int sms) {
+  return head_rows % kRowsAGroup == 0 && n_rows / (rows_a_block * kRowsAGroup) >= sms ? kRowsAGroup : 1;
 }
 
 // q_abs[h][c] (c < r) of one decoding token from k_b row (h, c), L lanes a
@@ -466,8 +467,8 @@ class CudaMla final : public Kernel {
                          m, wv, s_.v_row, s_.v_mat, y.row(t0), y.cols);
           };
           const int L = cuda::dot32_lanes(m.r);
-          if (nt == 1 && L && m.dv % cuda::kRowsAGroup == 0) {
-            const int gr = cuda::group_rows(int64_t(m.H) * m.dv, 4 * (32 / L), cuda::sm_count(s_.device));
+          if (nt == 1 && L) {
+            const int gr = cuda::group_rows(int64_t(m.H) * m.dv, m.dv, 4 * (32 / L), cuda::sm_count(s_.device));
             const unsigned blocks = unsigned(cuda::ceil_div(int64_t(m.H) * m.dv, 4 * (32 / L) * gr));
             auto out_one = [&](auto grc) {
               constexpr int G = decltype(grc)::value;
@@ -525,7 +526,7 @@ class CudaMla final : public Kernel {
       if (prepare_one(a)) {
         const int L = cuda::dot32_lanes(m.dn);  // q_abs's rows a warp: mla_prepare_one
         const int64_t a_block = cuda::kStoreThreads / 32 * (L ? 32 / L : 1);  // q_abs's rows a block, one a group
-        const int gr = L ? cuda::group_rows(int64_t(m.H) * m.r, a_block, cuda::sm_count(s_.device)) : 1;
+        const int gr = L ? cuda::group_rows(int64_t(m.H) * m.r, m.r, a_block, cuda::sm_count(s_.device)) : 1;
         const int round_b0 = int(1 + m.H + cuda::ceil_div(int64_t(m.H) * m.r, a_block * gr));
         // The latents' rounding: blocks up to the split's horizon (the grid
         // changes only every 256 steps), the rows before the token's.
@@ -628,10 +629,7 @@ class CudaMla final : public Kernel {
 
   // One decoding token with k_b: its rope, cache store and q_abs (and the
   // latents' rounding) take one launch, mla_prepare_one.
-  bool prepare_one(const CallArgs& a) const {
-    return s_.store && s_.split && a.in[0].rows == 1 &&
-           (cuda::dot32_lanes(s_.m.dn) == 0 || s_.m.r % cuda::kRowsAGroup == 0);  // q_abs's groups of rows
-  }
+  bool prepare_one(const CallArgs& a) const { return s_.store && s_.split && a.in[0].rows == 1; }
 
   // Tokens [t0, t0 + nt)'s heads per block and split of the cache.
   void split(cuda::AttnArgs& at, const CallArgs& a, int64_t t0, int64_t nt) const {

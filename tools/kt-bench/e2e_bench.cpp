@@ -113,7 +113,7 @@ Bytes cpu_bytes(const Executor& ex) {
 
 struct RunResult {
   double prefill_tps = 0, decode_tps = 0, expert_bytes_per_token = 0, bytes_per_token = 0;
-  double argmax_us = 0;  // the host's greedy pick (Sampler) a decoded token
+  double pick_us = 0;  // the host's greedy pick (Sampler) a decoded token
 };
 
 // forced_by: the distribution routing is forced to, or null for the model's own.
@@ -155,7 +155,7 @@ RunResult run_once(Executor& ex, const Bytes& bytes, int64_t n_prompt, int64_t n
   stats.set_decode(true);
   int32_t next = 0;
   t0 = Clock::now();
-  double t_argmax = 0;
+  double t_pick = 0;
   SamplerParams greedy_params;
   greedy_params.temperature = 0;  // kt-exec --greedy: the same chain, no penalties
   greedy_params.seed = 1;
@@ -163,9 +163,9 @@ RunResult run_once(Executor& ex, const Bytes& bytes, int64_t n_prompt, int64_t n
   for (int64_t i = 0; i < n_gen; ++i) {
     // Greedy: the argmax of the last logits, as a real generation would feed,
     // picked by the sampler kt-exec and kt-serve use.
-    const auto ta = Clock::now();
+    const auto tp = Clock::now();
     next = greedy.sample(logits->data(), int64_t(logits->size()));
-    t_argmax += seconds(ta);
+    t_pick += seconds(tp);
     logits = seq.feed(std::span<const int32_t>(&next, 1));
     if (!logits.ok()) {
       std::fprintf(stderr, "kt-bench: %s\n", logits.error().message.c_str());
@@ -181,7 +181,7 @@ RunResult run_once(Executor& ex, const Bytes& bytes, int64_t n_prompt, int64_t n
   }
   r.prefill_tps = double(n_prompt) / t_prefill;
   r.decode_tps = double(n_gen) / t_decode;
-  r.argmax_us = 1e6 * t_argmax / double(std::max<int64_t>(n_gen, 1));
+  r.pick_us = 1e6 * t_pick / double(std::max<int64_t>(n_gen, 1));
   for (const auto& [layer, ds] : stats.per_layer()) {
     auto it = bytes.per_expert.find(layer);
     if (it != bytes.per_expert.end() && ds.second)
@@ -313,7 +313,7 @@ int run_e2e_bench(int argc, char** argv) {
     }
     if (profile)
       std::printf("host between decode steps: %.1f us a token for the greedy pick (Sampler, %lld logits)\n",
-                  r.argmax_us, (long long)(*ex)->n_vocab());
+                  r.pick_us, (long long)(*ex)->n_vocab());
     print_profile("the model's own routing, no hooks");
     if (uniform && bytes.gpu_held.empty()) {
       // Routing forced uniformly with nothing counting it: on a GPU router the
