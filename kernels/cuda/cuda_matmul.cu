@@ -70,30 +70,45 @@ __device__ __forceinline__ int chunk_lane(int64_t c) { return int(c % L); }
 // (stage_async; before wait_for_inputs() where the matrix is known), and the
 // warps read them from there: the bytes in flight are no longer bounded by the
 // registers of the loads in flight. The same sums from the same bytes.
+// P (pair; R = 2, one token): W2 is the up matrix of W's type and shape, and
+// a warp's two rows are row o of W (gate) and row o of W2 (up), summed as
+// above, written as swiglu(gate, up): GLU's bits in one launch, not two (the
+// gate's launch, then up's reading it back).
 // The body of one block: bx is its block of rows within W (blockIdx.x of
 // mmv_int8; mmv_int8_multi's blocks are shared out over several matrices).
-template <GgmlType T, int NC, bool GLU, int R, bool S>
-__device__ __forceinline__ void mmv_int8_block(const uint8_t* __restrict__ W, uint64_t row_bytes, uint64_t mat_bytes,
-                                               int64_t n_out, int64_t n_in, const int8_t* __restrict__ xq,
-                                               const float* __restrict__ xd, int n_tok, float* __restrict__ y,
-                                               int64_t ldy, const float* __restrict__ bias,
+template <GgmlType T, int NC, bool GLU, int R, bool S, bool P = false>
+__device__ __forceinline__ void mmv_int8_block(const uint8_t* __restrict__ W, const uint8_t* __restrict__ W2,
+                                               uint64_t row_bytes, uint64_t mat_bytes, int64_t n_out, int64_t n_in,
+                                               const int8_t* __restrict__ xq, const float* __restrict__ xd, int n_tok,
+                                               float* __restrict__ y, int64_t ldy, const float* __restrict__ bias,
                                                const int32_t* __restrict__ ids, int64_t x_div, int64_t bx) {
   static_assert(!S || NC == 1);
+  static_assert(!P || (R == 2 && NC == 1 && !GLU));
   using Q = Q8Dot<T>;
   constexpr int kAct = Q::kAct == ActBlocks::Q8_0 ? 32 : 256;
+  constexpr int kOut = P ? 1 : R;  // output rows a warp
   const int lane = threadIdx.x & 31;
-  const int64_t g0 = bx * kRowsPerBlock * R;  // the block's first row
-  const uint64_t g_bytes = uint64_t(min(int64_t(kRowsPerBlock * R), n_out - g0)) * row_bytes;
+  const int64_t g0 = bx * kRowsPerBlock * kOut;  // the block's first row (of W, and of W2)
+  const uint64_t g_bytes = uint64_t(min(int64_t(kRowsPerBlock * kOut), n_out - g0)) * row_bytes;
+  // A pair's rows of W2 sit past W's in shared memory (run_int8_glu stages
+  // only where a block's rows are a multiple of 16 bytes).
+  const uint64_t w2_at = P ? uint64_t(kRowsPerBlock) * row_bytes : 0;
   extern __shared__ __align__(16) uint8_t staged[];
   if constexpr (S) {
-    if (!ids) stage_async(staged, W + uint64_t(g0) * row_bytes, g_bytes);
+    if (!ids) {
+      stage_async(staged, W + uint64_t(g0) * row_bytes, g_bytes);
+      if constexpr (P) stage_async(staged + w2_at, W2 + uint64_t(g0) * row_bytes, g_bytes);
+    }
   } else {
-    if (!ids && blockIdx.y == 0 && threadIdx.x == 0) prefetch_rows(W, row_bytes, n_out, kRowsPerBlock * R, bx);
+    if (!ids && blockIdx.y == 0 && threadIdx.x == 0) {
+      prefetch_rows(W, row_bytes, n_out, kRowsPerBlock * kOut, bx);
+      if constexpr (P) prefetch_rows(W2, row_bytes, n_out, kRowsPerBlock, bx);
+    }
   }
   wait_for_inputs();
-  const int64_t o0 = (bx * kRowsPerBlock + (threadIdx.x >> 5)) * R;
+  const int64_t o0 = (bx * kRowsPerBlock + (threadIdx.x >> 5)) * kOut;
   if (!S && o0 >= n_out) return;  // staged: every thread copies and meets the barrier first
-  const int nr = o0 >= n_out ? 0 : R == 1 ? 1 : int(min(int64_t(R), n_out - o0));
+  const int nr = o0 >= n_out ? 0 : kOut == 1 ? 1 : int(min(int64_t(R), n_out - o0));
   int64_t t0;
   int nt;
   if (ids) {
@@ -104,6 +119,7 @@ __device__ __forceinline__ void mmv_int8_block(const uint8_t* __restrict__ W, ui
       return;
     }
     W += uint64_t(ids[p]) * mat_bytes;
+    if constexpr (P) W2 += uint64_t(ids[p]) * mat_bytes;
     t0 = p / x_div;
     y += p * ldy;
     nt = 1;
@@ -113,11 +129,16 @@ __device__ __forceinline__ void mmv_int8_block(const uint8_t* __restrict__ W, ui
     nt = min(NC, n_tok - int(t0));
   }
   const uint8_t* row = W + uint64_t(o0) * row_bytes;
+  const uint8_t* row2 = P ? W2 + uint64_t(o0) * row_bytes : nullptr;
   if constexpr (S) {
-    if (ids) stage_async(staged, W + uint64_t(g0) * row_bytes, g_bytes);
+    if (ids) {
+      stage_async(staged, W + uint64_t(g0) * row_bytes, g_bytes);
+      if constexpr (P) stage_async(staged + w2_at, W2 + uint64_t(g0) * row_bytes, g_bytes);
+    }
     stage_wait();
     if (nr == 0) return;
     row = staged + uint64_t(o0 - g0) * row_bytes;
+    if constexpr (P) row2 = staged + w2_at + uint64_t(o0 - g0) * row_bytes;
   }
   const int8_t* xq0 = xq + t0 * n_in;
   const float* xd0 = xd + t0 * (n_in / kAct);
@@ -152,9 +173,9 @@ __device__ __forceinline__ void mmv_int8_block(const uint8_t* __restrict__ W, ui
   } else {
     // Two rows: both rows' loads before the first product, half the unroll
     // (the same loads in flight a lane). A warp with one row left loads its
-    // row twice and keeps one sum.
+    // row twice and keeps one sum. A pair's second row is W2's.
     static_assert(R == 2 && NC == 1);
-    const uint8_t* row1 = nr > 1 ? row + row_bytes : row;
+    const uint8_t* row1 = P ? row2 : nr > 1 ? row + row_bytes : row;
 #pragma unroll(kUnroll / 2)
     for (Idx c = lane; c < n_chunks; c += 32) {
       const Idx b = chunk_block<Q::kLanes>(c);
@@ -167,17 +188,22 @@ __device__ __forceinline__ void mmv_int8_block(const uint8_t* __restrict__ W, ui
       acc[1][0] += Q::dot(w1, i, xq0 + v0, xd);
     }
   }
+  if constexpr (P) {
+    const float g = warp_sum(acc[0][0]), u = warp_sum(acc[1][0]);
+    if (lane == 0) y[o0] = swiglu_value(g, u);
+  } else {
 #pragma unroll
-  for (int r = 0; r < R; ++r) {
-    if (r >= nr) break;
-    const int64_t o = o0 + r;
+    for (int r = 0; r < R; ++r) {
+      if (r >= nr) break;
+      const int64_t o = o0 + r;
 #pragma unroll
-    for (int t = 0; t < NC; ++t) {
-      const float s = warp_sum(acc[r][t]);
-      if constexpr (GLU) {
-        if (lane == 0 && t < nt) y[t * ldy + o] = swiglu_value(y[t * ldy + o], s);
-      } else {
-        if (lane == 0 && t < nt) y[t * ldy + o] = bias ? s + bias[o] : s;
+      for (int t = 0; t < NC; ++t) {
+        const float s = warp_sum(acc[r][t]);
+        if constexpr (GLU) {
+          if (lane == 0 && t < nt) y[t * ldy + o] = swiglu_value(y[t * ldy + o], s);
+        } else {
+          if (lane == 0 && t < nt) y[t * ldy + o] = bias ? s + bias[o] : s;
+        }
       }
     }
   }
@@ -200,8 +226,19 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock)
     mmv_int8(const uint8_t* __restrict__ W, uint64_t row_bytes, uint64_t mat_bytes, int64_t n_out, int64_t n_in,
              const int8_t* __restrict__ xq, const float* __restrict__ xd, int n_tok, float* __restrict__ y, int64_t ldy,
              const float* __restrict__ bias, const int32_t* __restrict__ ids, int64_t x_div) {
-  mmv_int8_block<T, NC, GLU, R, S>(W, row_bytes, mat_bytes, n_out, n_in, xq, xd, n_tok, y, ldy, bias, ids, x_div,
-                                   blockIdx.x);
+  mmv_int8_block<T, NC, GLU, R, S>(W, nullptr, row_bytes, mat_bytes, n_out, n_in, xq, xd, n_tok, y, ldy, bias, ids,
+                                   x_div, blockIdx.x);
+}
+
+// Gate and up of one token a block row (experts' pairs by ids, or a single
+// row): y = swiglu(x W^T, x W2^T), each warp row o of both (mmv_int8_block's P).
+template <GgmlType T, bool S>
+__global__ void __launch_bounds__(32 * kRowsPerBlock)
+    mmv_int8_glu(const uint8_t* __restrict__ W, const uint8_t* __restrict__ W2, uint64_t row_bytes, uint64_t mat_bytes,
+                 int64_t n_out, int64_t n_in, const int8_t* __restrict__ xq, const float* __restrict__ xd,
+                 float* __restrict__ y, int64_t ldy, const int32_t* __restrict__ ids, int64_t x_div) {
+  mmv_int8_block<T, 1, false, 2, S, true>(W, W2, row_bytes, mat_bytes, n_out, n_in, xq, xd, 1, y, ldy, nullptr, ids,
+                                          x_div, blockIdx.x);
 }
 
 // Products of one input by several matrices of one type and width (q and kv_a,
@@ -214,8 +251,8 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock)
                    const float* __restrict__ xd, int n_tok) {
   int m = 0;
   while (m + 1 < p.n && blockIdx.x >= p.first_block[m + 1]) ++m;
-  mmv_int8_block<T, NC, false, R, S>(p.w[m], row_bytes, 0, p.n_out[m], n_in, xq, xd, n_tok, p.y[m], p.ldy[m], p.bias[m],
-                                  nullptr, 1, int64_t(blockIdx.x - p.first_block[m]));
+  mmv_int8_block<T, NC, false, R, S>(p.w[m], nullptr, row_bytes, 0, p.n_out[m], n_in, xq, xd, n_tok, p.y[m], p.ldy[m],
+                                     p.bias[m], nullptr, 1, int64_t(blockIdx.x - p.first_block[m]));
 }
 
 // V consecutive weights of a row from value i (V > 1: one 16-byte load).
@@ -586,11 +623,34 @@ void MatmulOp::run_int8(const int8_t* xq, const float* xd, int64_t rows, float* 
   check_launch("cuda matmul (int8)", queue);
 }
 
+bool MatmulOp::one_launch_glu(const MatmulOp& up) const {
+  return glu_pair(up) && type_ == up.type_ && row_bytes_ == up.row_bytes_ && mat_bytes_ == up.mat_bytes_;
+}
+
+// One token a block row: gate and up in one launch (mmv_int8_glu), a warp a row
+// of both, staged where both matrices' blocks of rows can be (a block's rows of
+// each, 16-byte aligned, one after the other).
+void MatmulOp::run_int8_glu(const MatmulOp& up, const int8_t* xq, const float* xd, float* y, int64_t ldy,
+                            const int32_t* ids, int64_t n_pairs, int64_t x_div, void* queue) const {
+  auto s = static_cast<cudaStream_t>(queue);
+  const dim3 grid(unsigned(ceil_div(n_out_, kRowsPerBlock)), ids ? unsigned(n_pairs) : 1u);
+  const uint64_t b1 = stage_bytes(1);
+  const uint64_t sb = b1 && up.stage_bytes(1) == b1 && 2 * b1 <= kStageMaxBytes ? 2 * b1 : 0;
+  const int64_t xdv = ids ? x_div : 1;
+  with_quant_type(type_, [&](auto tc) {
+    constexpr GgmlType T = decltype(tc)::value;
+    launch(sb ? mmv_int8_glu<T, true> : mmv_int8_glu<T, false>, grid, 32 * kRowsPerBlock, sb, s, w_, up.w_,
+           row_bytes_, mat_bytes_, n_out_, n_in_, xq, xd, y, ldy, ids, xdv);
+  });
+  check_launch("cuda matmul (int8, gate and up)", queue);
+}
+
 void MatmulOp::run_experts_glu(const MatmulOp& up, const float* x, int64_t ldx, int64_t n_x_rows, const int32_t* ids,
                                int64_t n_pairs, int64_t x_div, float* y, int64_t ldy, void* scratch, void* queue,
                                const RoundedRows* pre) const {
   if (n_pairs <= 0) return;
   const RoundedRows r = round_x(x, ldx, n_x_rows, scratch, queue, pre);
+  if (one_launch_glu(up)) return run_int8_glu(up, r.q, r.d, y, ldy, ids, n_pairs, x_div, queue);
   run_int8(r.q, r.d, n_x_rows, y, ldy, nullptr, ids, n_pairs, x_div, false, queue);
   up.run_int8(r.q, r.d, n_x_rows, y, ldy, nullptr, ids, n_pairs, x_div, true, queue);
 }
@@ -599,6 +659,7 @@ void MatmulOp::run_glu(const MatmulOp& up, const float* x, int64_t ldx, int64_t 
                        void* scratch, void* queue, const RoundedRows* pre) const {
   if (rows <= 0) return;
   const RoundedRows r = round_x(x, ldx, rows, scratch, queue, pre);  // glu_pair: up takes the same blocks
+  if (rows == 1 && one_launch_glu(up)) return run_int8_glu(up, r.q, r.d, y, ldy, nullptr, 0, 1, queue);
   run_int8(r.q, r.d, rows, y, ldy, nullptr, nullptr, 0, 1, false, queue);
   up.run_int8(r.q, r.d, rows, y, ldy, nullptr, nullptr, 0, 1, true, queue);
 }

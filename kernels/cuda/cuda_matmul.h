@@ -99,18 +99,21 @@ class MatmulOp {
   // Experts' gate and up (this op the gate): for p < n_pairs, y row p =
   // swiglu(x row (p / x_div) times gate matrix ids[p], the same times up
   // matrix ids[p]) (n_out values), zeros where ids[p] < 0. The bits of
-  // run_experts() for each and a SwiGLU after, from one rounding of x, with
-  // the SwiGLU in the up product's epilogue: three launches, not five (two
-  // with pre: x's rows already rounded, as run()'s). Only where glu_pair(up).
+  // run_experts() for each and a SwiGLU after, from one rounding of x, both
+  // products and the SwiGLU in one launch (a warp a row of both) where
+  // one_launch_glu(up): two launches, not five (one with pre: x's rows already
+  // rounded, as run()'s); else the SwiGLU in up's epilogue, one launch more.
+  // Only where glu_pair(up).
   void run_experts_glu(const MatmulOp& up, const float* x, int64_t ldx, int64_t n_x_rows, const int32_t* ids,
                        int64_t n_pairs, int64_t x_div, float* y, int64_t ldy, void* scratch, void* queue,
                        const RoundedRows* pre = nullptr) const;
 
   // Dense rows (cuda.matmul_glu, this op the gate): y [rows][n_out] =
   // swiglu(x W_gate^T, x W_up^T), the bits of run() for each and a SwiGLU
-  // after, from one rounding of x with the SwiGLU in up's epilogue: three
-  // launches, not five. Only where glu_pair(up), rows <= kVectorRows and
-  // neither product takes the decoded path.
+  // after, from one rounding of x: one row takes both products and the SwiGLU
+  // in one launch where one_launch_glu(up), more rows (or matrices of two
+  // types) the gate's, then up's with the SwiGLU in its epilogue. Only where glu_pair(up), rows <= kVectorRows and neither
+  // product takes the decoded path.
   void run_glu(const MatmulOp& up, const float* x, int64_t ldx, int64_t rows, float* y, int64_t ldy, void* scratch,
                void* queue, const RoundedRows* pre = nullptr) const;
 
@@ -154,6 +157,14 @@ class MatmulOp {
   // else x rounded now into the vector path's scratch (q [rows][n_in], then d).
   RoundedRows round_x(const float* x, int64_t ldx, int64_t rows, void* scratch, void* queue,
                       const RoundedRows* pre = nullptr) const;
+  // Whether gate (this op) and up can share one launch: glu_pair(up), and one
+  // type and layout, so a block reads both matrices alike.
+  bool one_launch_glu(const MatmulOp& up) const;
+  // One token a block row (experts' pairs, or one row): swiglu of this op's
+  // and up's products from x already rounded, in one launch. Only where
+  // one_launch_glu(up).
+  void run_int8_glu(const MatmulOp& up, const int8_t* xq, const float* xd, float* y, int64_t ldy, const int32_t* ids,
+                    int64_t n_pairs, int64_t x_div, void* queue) const;
   // The int8 products from x already rounded (xq, xd); glu as run_experts_glu's up.
   void run_int8(const int8_t* xq, const float* xd, int64_t rows, float* y, int64_t ldy, const float* bias,
                 const int32_t* ids, int64_t n_pairs, int64_t x_div, bool glu, void* queue) const;

@@ -3,9 +3,10 @@
 // cuda.silu_mul over their outputs (a dense FFN, or shared experts).
 //
 // Decode (rows up to MatmulOp::kVectorRows, both matrices on the int8 path with
-// one rounding of x): x is rounded once, the gate products go into h, and the
-// up product's epilogue turns each into swiglu(gate, up) in place
-// (MatmulOp::run_glu): three launches where the three calls took five. Rows
+// one rounding of x): x is rounded once; one row takes gate, up and the SwiGLU
+// in one launch (a warp a row of both), more rows put the gate products in h
+// and the up product's epilogue turns each into swiglu(gate, up) in place
+// (MatmulOp::run_glu): two or three launches where the three calls took five. Rows
 // where both matrices take the decoded path (MatmulOp::decoded_rows(): one type
 // and shape) run gate and up in one GEMM with the SwiGLU in its epilogue.
 // Other steps (tile rows, float weights, matrices of different activation

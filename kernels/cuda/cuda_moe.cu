@@ -328,7 +328,7 @@ class CudaMoeExperts final : public Kernel {
   struct Setup {
     int device;
     cuda::MatmulOp gate, up, down;
-    // gate and up from one rounding of x, SwiGLU in up's epilogue
+    // gate and up from one rounding of x, and the SwiGLU, in one launch
     // (MatmulOp::run_experts_glu).
     bool glu = false;
     int64_t n_embd, n_ff, nu, chunk;

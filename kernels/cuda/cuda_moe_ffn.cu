@@ -37,7 +37,7 @@ class CudaMoeFfn final : public Kernel {
     // after them); and one row, beside the routed experts, in the side
     // queue's workspace.
     cuda::MatmulOp gate, up, down, gate1, up1, down1;
-    bool glu = false;  // gate.glu_pair(up): one rounding, SwiGLU in up's epilogue
+    bool glu = false;  // gate.glu_pair(up): one rounding; one row: gate, up and SwiGLU in one launch
     int64_t n_ff = 0;
     int pre_act = 0;  // input 3: x rounded to these blocks (0: none)
     uint64_t act_bytes = 0;  // the serial path's SwiGLU rows (and up's products after them)

@@ -350,7 +350,8 @@ TEST(CudaKernels, MatmulFloatPathOnTensorCores) {
 // cuda.matmul_glu (kt-fuse-calls' gate, up and SwiGLU) against the three calls
 // it replaces: the CPU reference's (within the matmul tolerance) and the GPU's
 // own (the same bits: plans with and without the pass must agree). Pairs that
-// take the one-rounding path (same activation blocks, up to kVectorRows rows)
+// take the one-rounding path (same activation blocks, up to kVectorRows rows;
+// one row: gate and up in one launch, staged in shared memory or, Q5_0, not)
 // and pairs that run the three kernels (Q8_0's 32-value blocks beside Q4_K's
 // 256, F16, tile rows).
 TEST(CudaKernels, MatmulGluMatchesItsThreeCalls) {
@@ -362,7 +363,8 @@ TEST(CudaKernels, MatmulGluMatchesItsThreeCalls) {
   };
   uint64_t seed = 900;
   for (const Pair pr : {Pair{GgmlType::Q4_K, GgmlType::Q4_K, 2304, 300}, Pair{GgmlType::Q4_K, GgmlType::Q6_K, 512, 77},
-                        Pair{GgmlType::Q8_0, GgmlType::Q8_0, 96, 37}, Pair{GgmlType::Q8_0, GgmlType::Q4_K, 512, 40},
+                        Pair{GgmlType::Q8_0, GgmlType::Q8_0, 96, 37}, Pair{GgmlType::Q5_0, GgmlType::Q5_0, 160, 38},
+                        Pair{GgmlType::Q8_0, GgmlType::Q4_K, 512, 40},
                         Pair{GgmlType::F16, GgmlType::F16, 70, 37}}) {
     for (int64_t rows : {1, 5, 13, 60}) {
       const std::string what = std::string(type_name(pr.gate)) + "/" + std::string(type_name(pr.up)) + " [" +
