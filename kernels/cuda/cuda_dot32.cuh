@@ -122,24 +122,6 @@ __device__ __forceinline__ float dot32_r<GgmlType::Q6_K>(const uint8_t* row, int
   });
 }
 
-// dot32_r with the 32 values read from x (16-byte aligned, as 8 float4s).
-template <GgmlType T>
-__device__ __forceinline__ float dot32(const uint8_t* row, int sb, const float* __restrict__ x) {
-  float xv[32];
-  load_x32(x, xv);
-  return dot32_r<T>(row, sb, xv);
-}
-
-// The row's sum with x[0 .. 32 L), L lanes a row (dot32_lanes): lane g of the
-// row's group takes sub-block g; every lane of the group returns the same sum,
-// added in a fixed tree (so any kernel calling it for a row gets its bits).
-template <GgmlType T>
-__device__ __forceinline__ float row_dot32(const uint8_t* row, const float* __restrict__ x, int L, int g) {
-  float v = dot32<T>(row, g, x + 32 * g);
-  for (int o = L >> 1; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
 // row_dot32 with lane g's 32 values in registers (xv = x[32 g .. 32 g + 32)):
 // the same sum, for a lane that takes several rows against one x.
 template <GgmlType T>
@@ -147,6 +129,28 @@ __device__ __forceinline__ float row_dot32_r(const uint8_t* row, const float (&x
   float v = dot32_r<T>(row, g, xv);
   for (int o = L >> 1; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
+}
+
+// The sums of GR rows (row, row + row_bytes, ...) with x[0 .. 32 L), L lanes a
+// row (dot32_lanes): lane g of the row's group takes sub-block g of each, its
+// 32 values of x loaded once for all of them; every lane of the group gets
+// each row's sum, added in a fixed tree (so any kernel calling it for a row
+// gets its bits, whatever GR). The whole warp must call it.
+template <GgmlType T, int GR>
+__device__ __forceinline__ void rows_dot32(const uint8_t* row, uint64_t row_bytes, const float* __restrict__ x, int L,
+                                           int g, float (&sum)[GR]) {
+  float xv[32];
+  load_x32(x + 32 * g, xv);
+#pragma unroll
+  for (int j = 0; j < GR; ++j) sum[j] = row_dot32_r<T>(row + uint64_t(j) * row_bytes, xv, L, g);
+}
+
+// One row's sum (rows_dot32 of one row).
+template <GgmlType T>
+__device__ __forceinline__ float row_dot32(const uint8_t* row, const float* __restrict__ x, int L, int g) {
+  float sum[1];
+  rows_dot32<T, 1>(row, 0, x, L, g, sum);
+  return sum[0];
 }
 
 }  // namespace kt::cuda

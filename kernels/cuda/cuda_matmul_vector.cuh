@@ -29,6 +29,28 @@ __device__ __forceinline__ void prefetch_rows(const uint8_t* W, uint64_t row_byt
   prefetch_l2(W + uint64_t(o0) * row_bytes, uint64_t(min(int64_t(rows), n_out - o0)) * row_bytes);
 }
 
+// Block row blockIdx.y's tokens, and the matrix they multiply: with ids, pair p
+// = blockIdx.y (one token: x row t0 = p / x_div, y row p) and its matrix
+// ids[p], returned (< 0: an expert another device holds, whose rows are
+// zero); else nt <= NC tokens from t0 = blockIdx.y NC (x and y rows alike),
+// matrix 0. y_row: the block row's first output row. After wait_for_inputs()
+// (ids may come from an earlier kernel).
+template <int NC>
+__device__ __forceinline__ int64_t block_tokens(const int32_t* __restrict__ ids, int64_t x_div, int n_tok,
+                                                int64_t& t0, int& nt, int64_t& y_row) {
+  if (ids) {
+    const int64_t p = blockIdx.y;
+    t0 = p / x_div;
+    nt = 1;
+    y_row = p;
+    return ids[p];
+  }
+  t0 = int64_t(blockIdx.y) * NC;
+  nt = min(NC, n_tok - int(t0));
+  y_row = t0;
+  return 0;
+}
+
 // Chunk c's block and its chunk within the block (c >= 0): unsigned 32-bit
 // division by a power of two is one shift; the 64-bit form is kept as it was.
 template <int L>
@@ -93,25 +115,17 @@ __device__ __forceinline__ void mmv_int8_block(const uint8_t* __restrict__ W, co
   const int64_t o0 = (bx * kRowsPerBlock + (threadIdx.x >> 5)) * kOut;
   if (!S && o0 >= n_out) return;  // staged: every thread copies and meets the barrier first
   const int nr = o0 >= n_out ? 0 : kOut == 1 ? 1 : int(min(int64_t(R), n_out - o0));
-  int64_t t0;
+  int64_t t0, y_row;
   int nt;
-  if (ids) {
-    const int64_t p = blockIdx.y;
-    if (ids[p] < 0) {  // an expert another device holds: its rows are zero (the whole block returns)
-      if (lane == 0)
-        for (int r = 0; r < nr; ++r) y[p * ldy + o0 + r] = 0.0f;
-      return;
-    }
-    W += uint64_t(ids[p]) * mat_bytes;
-    if constexpr (P) W2 += uint64_t(ids[p]) * mat_bytes;
-    t0 = p / x_div;
-    y += p * ldy;
-    nt = 1;
-  } else {
-    t0 = int64_t(blockIdx.y) * NC;
-    y += t0 * ldy;
-    nt = min(NC, n_tok - int(t0));
+  const int64_t mat = block_tokens<NC>(ids, x_div, n_tok, t0, nt, y_row);
+  y += y_row * ldy;
+  if (mat < 0) {  // an expert another device holds: its rows are zero (the whole block returns)
+    if (lane == 0)
+      for (int r = 0; r < nr; ++r) y[o0 + r] = 0.0f;
+    return;
   }
+  W += uint64_t(mat) * mat_bytes;
+  if constexpr (P) W2 += uint64_t(mat) * mat_bytes;
   const uint8_t* row = W + uint64_t(o0) * row_bytes;
   const uint8_t* row2 = P ? W2 + uint64_t(o0) * row_bytes : nullptr;
   if constexpr (S) {
@@ -280,23 +294,15 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock)
   wait_for_inputs();
   const int64_t o = int64_t(blockIdx.x) * kRowsPerBlock + (threadIdx.x >> 5);
   if (o >= n_out) return;
-  int64_t t0;
+  int64_t t0, y_row;
   int nt;
-  if (ids) {
-    const int64_t p = blockIdx.y;
-    if (ids[p] < 0) {  // an expert another device holds: its row is zero
-      if (lane == 0) y[p * ldy + o] = 0.0f;
-      return;
-    }
-    W += uint64_t(ids[p]) * mat_bytes;
-    t0 = p / x_div;
-    y += p * ldy;
-    nt = 1;
-  } else {
-    t0 = int64_t(blockIdx.y) * NC;
-    y += t0 * ldy;
-    nt = min(NC, n_tok - int(t0));
+  const int64_t mat = block_tokens<NC>(ids, x_div, n_tok, t0, nt, y_row);
+  y += y_row * ldy;
+  if (mat < 0) {  // an expert another device holds: its row is zero
+    if (lane == 0) y[o] = 0.0f;
+    return;
   }
+  W += uint64_t(mat) * mat_bytes;
   const uint8_t* row = W + uint64_t(o) * row_bytes;
   const float* x0 = x + t0 * ldx;
   float acc[NC];

@@ -163,15 +163,6 @@ inline int group_rows(int64_t n_rows, int64_t head_rows, int64_t rows_a_block, i
   return head_rows % kRowsAGroup == 0 && n_rows / (rows_a_block * kRowsAGroup) >= sms ? kRowsAGroup : 1;
 }
 
-// q_abs[h][c] (c < r) of one decoding token from k_b row (h, c), L lanes a
-// row, lane g of the row's group (row_dot32; the whole warp must call it): the
-// one sum both mla_q_abs_one and mla_prepare_one write, so their bits agree.
-template <GgmlType T>
-__device__ __forceinline__ float q_abs_one(const float* __restrict__ q, const MlaDims& m, const uint8_t* w,
-                                           uint64_t row_bytes, uint64_t mat_bytes, int h, int c, int L, int g) {
-  return row_dot32<T>(w + uint64_t(h) * mat_bytes + uint64_t(c) * row_bytes, q + int64_t(h) * (m.dn + m.dr), L, g);
-}
-
 // One decoding token's q_abs rows (h, c) from k_b, L = dot32_lanes(dn) lanes a
 // row and 32 / L rows a warp (row_dot32: each lane decodes one 32-value
 // sub-block once); rows c in [r, r + dr) copy q_pe. mla_prepare_one sums its
@@ -189,7 +180,8 @@ __global__ void __launch_bounds__(128) mla_q_abs_one(const float* __restrict__ q
   wait_for_inputs();
   // Every lane sums (the shuffles take the whole warp): rows past the end and
   // q_pe's rows sum row (h, 0) and drop it.
-  const float sum = q_abs_one<T>(q, m, w, row_bytes, mat_bytes, h, c < m.r ? c : 0, L, g);
+  const float sum = row_dot32<T>(w + uint64_t(h) * mat_bytes + uint64_t(c < m.r ? c : 0) * row_bytes,
+                                 q + int64_t(h) * (m.dn + m.dr), L, g);
   if (valid && g == 0) qcat[int64_t(h) * qc + c] = c < m.r ? sum : q[int64_t(h) * (m.dn + m.dr) + m.dn + (c - m.r)];
 }
 
@@ -236,22 +228,14 @@ __global__ void __launch_bounds__(kStoreThreads)
     const int h = b - 1;
     for (int i = threadIdx.x; i < ra.n_dims / 2; i += blockDim.x)
       rope_pair(ra, pos[0], i, q + int64_t(h) * (m.dn + m.dr) + m.dn, qcat + int64_t(h) * qc + m.r);
-  } else if (L && GR == 1) {
+  } else if (L) {
+    // GR rows a group against one q (rows_dot32: mla_q_abs_one's bits for each).
     // The whole warp shuffles: rows past the end sum row 0 and drop it.
     const int64_t rr = qabs ? row : 0;
     const int h = int(rr / m.r), c = int(rr % m.r);
-    const float sum = q_abs_one<T>(q, m, w, row_bytes, mat_bytes, h, c, L, g);
-    if (qabs && g == 0) qcat[int64_t(h) * qc + c] = sum;
-  } else if (L) {
-    // The same, GR rows a group against one q (row_dot32_r: q_abs_one's bits).
-    const int64_t rr = qabs ? row : 0;
-    const int h = int(rr / m.r), c = int(rr % m.r);
-    float xv[32];
-    load_x32(q + int64_t(h) * (m.dn + m.dr) + 32 * g, xv);
-    const uint8_t* w0 = w + uint64_t(h) * mat_bytes + uint64_t(c) * row_bytes;
     float sum[GR];
-#pragma unroll
-    for (int j = 0; j < GR; ++j) sum[j] = row_dot32_r<T>(w0 + uint64_t(j) * row_bytes, xv, L, g);
+    rows_dot32<T, GR>(w + uint64_t(h) * mat_bytes + uint64_t(c) * row_bytes, row_bytes, q + int64_t(h) * (m.dn + m.dr),
+                      L, g, sum);
     if (qabs && g == 0)
 #pragma unroll
       for (int j = 0; j < GR; ++j) qcat[int64_t(h) * qc + c + j] = sum[j];
@@ -303,7 +287,7 @@ __global__ void __launch_bounds__(128) mla_out(const float* __restrict__ olat, i
 
 // One decoding token's W_V rows (h, i), L = dot32_lanes(r) lanes a row, a
 // group of L lanes taking GR rows (h, i .. i + GR; 1 or kRowsAGroup) against
-// the same o_lat (row_dot32_r); mla_out<T, kSplit, 1>'s rows otherwise. The
+// the same o_lat (rows_dot32); mla_out<T, kSplit, 1>'s rows otherwise. The
 // rows of a group follow one another in v_b and in kv_b alike.
 template <GgmlType T, bool kSplit, int GR>
 __global__ void __launch_bounds__(128) mla_out_one(const float* __restrict__ olat, MlaDims m,
@@ -317,19 +301,11 @@ __global__ void __launch_bounds__(128) mla_out_one(const float* __restrict__ ola
                              : w + (uint64_t(h) * (m.dn + m.dv) + m.dn + i) * row_bytes;
   if (valid && g == 0) prefetch_l2(wr, GR * row_bytes);
   wait_for_inputs();
-  if constexpr (GR == 1) {
-    const float sum = row_dot32<T>(wr, olat + int64_t(h) * m.r, L, g);  // the whole warp shuffles
-    if (valid && g == 0) out[int64_t(h) * m.dv + i] = sum;
-  } else {
-    float xv[32];
-    load_x32(olat + int64_t(h) * m.r + 32 * g, xv);
-    float sum[GR];
+  float sum[GR];
+  rows_dot32<T, GR>(wr, row_bytes, olat + int64_t(h) * m.r, L, g, sum);  // the whole warp shuffles
+  if (valid && g == 0)
 #pragma unroll
-    for (int j = 0; j < GR; ++j) sum[j] = row_dot32_r<T>(wr + uint64_t(j) * row_bytes, xv, L, g);  // the whole warp shuffles
-    if (valid && g == 0)
-#pragma unroll
-      for (int j = 0; j < GR; ++j) out[int64_t(h) * m.dv + i + j] = sum[j];
-  }
+    for (int j = 0; j < GR; ++j) out[int64_t(h) * m.dv + i + j] = sum[j];
 }
 
 }  // namespace
