@@ -14,8 +14,10 @@
 //   expert; each active expert's rows are quantized once (with AMX also laid
 //   out once as the tiles' activations, matmul_q.h tile_acts), then work items
 //   (expert, block of rows) of gate+up (with SiLU-GLU) and then of down are
-//   taken by the threads from a shared counter, so experts with more tokens
-//   and slower cores balance out; each weight byte of an active expert is read
+//   split over the threads by ranges that threads done early take from, so
+//   experts with more tokens and slower cores balance out (with repacked
+//   weights at prefill a gate+up item also rounds its chunk of the SwiGLU for
+//   down: glu_rounded); each weight byte of an active expert is read
 //   once per step however many of the step's tokens chose it. The combine
 //   sums each token's experts in the reference's order. Param bf16_rows (> 0):
 //   an expert with at least that many of the step's rows computes in BF16
@@ -248,7 +250,11 @@ class MoeExpertsFast final : public Kernel {
     const size_t arb_down = act_bytes(d.type, n_ff);
     auto* xq_gate = static_cast<uint8_t*>(scratch(0, size_t(rows) * arb_gate));
     auto* xq_up = same_act_ ? xq_gate : static_cast<uint8_t*>(scratch(1, size_t(rows) * arb_up));
-    auto* h = static_cast<float*>(scratch(2, size_t(rows * n_ff) * 2 * sizeof(float)));  // gate | up
+    // Repacked experts at prefill (on average a tile's worth of rows or more
+    // an expert) take gate, up, the SwiGLU and the down's rounding in one
+    // item (glu_rounded); else the SwiGLU's rows go through h.
+    const bool fuse_glu = repacked_ && rows >= cpu::kI8TileMinBatch * int64_t(active_.size());
+    auto* h = fuse_glu ? nullptr : static_cast<float*>(scratch(2, size_t(rows * n_ff) * 2 * sizeof(float)));  // gate | up
     auto* hq = static_cast<uint8_t*>(scratch(3, size_t(rows) * arb_down));
     auto* ye = static_cast<float*>(scratch(4, size_t(rows * n_embd) * sizeof(float)));
     auto* bx = static_cast<uint8_t*>(scratch(8, bf16_x_bytes));
@@ -327,29 +333,33 @@ class MoeExpertsFast final : public Kernel {
     // from a shared counter read them from another core's: old / new, V2-Lite
     // int4 on the device, six alternations, 512 tokens 4.14 -> 4.32 TFLOP/s,
     // 2048 5.2 -> 5.6; a 512-token CPU-only prefill 825 / 854 -> 873 / 900 tok/s).
-    const int64_t ff_block = block_rows(n_ff, a.par->n_threads());
-    const int64_t ff_blocks = (n_ff + ff_block - 1) / ff_block;
-    float* gate_out = h;
-    float* up_out = h + rows * n_ff;
-    for_each_item_by_range(*a.par, int64_t(active_.size()) * ff_blocks, par, [&](int64_t item, int) {
-      const int32_t e = active_[size_t(item / ff_blocks)];
-      const int64_t r0 = count_[size_t(e)], m = count_[size_t(e) + 1] - r0;
-      const int64_t o0 = (item % ff_blocks) * ff_block, o1 = std::min(n_ff, o0 + ff_block);
-      product(g, e, xq_gate, arb_gate, tg, tile_gate_, bx, bf16_off_, n_embd, gate_out, n_ff, o0, o1);
-      product(u, e, xq_up, arb_up, tu, tile_up, bx, bf16_off_, n_embd, up_out, n_ff, o0, o1);
-      for (int64_t r = r0; r < r0 + m; ++r)
-        vec::silu_mul(gate_out + r * n_ff + o0, up_out + r * n_ff + o0, o1 - o0, gate_out + r * n_ff + o0);
-    });
-    for_each_item_by_range(*a.par, rows, par, [&](int64_t r, int) {
-      if (!row_bf16_[size_t(r)]) quantize(d.type, gate_out + r * n_ff, n_ff, hq + size_t(r) * arb_down);
-    });
-    if (bf16_h_bytes > 0)
-      for_each_item_by_range(*a.par, int64_t(active_.size()), par, [&](int64_t i, int) {
-        const int32_t e = active_[size_t(i)];
-        if (bf16_h_off_[size_t(e)] == kNoTiles) return;
+    if (fuse_glu) {
+      glu_rounded(*a.par, g, u, xq_gate, arb_gate, tg, n_embd, n_ff, hq, arb_down);
+    } else {
+      const int64_t ff_block = block_rows(n_ff, a.par->n_threads());
+      const int64_t ff_blocks = (n_ff + ff_block - 1) / ff_block;
+      float* gate_out = h;
+      float* up_out = h + rows * n_ff;
+      for_each_item_by_range(*a.par, int64_t(active_.size()) * ff_blocks, par, [&](int64_t item, int) {
+        const int32_t e = active_[size_t(item / ff_blocks)];
         const int64_t r0 = count_[size_t(e)], m = count_[size_t(e) + 1] - r0;
-        cpu::pack_bf16_acts(gate_out + r0 * n_ff, n_ff, n_ff, m, bh + bf16_h_off_[size_t(e)]);
+        const int64_t o0 = (item % ff_blocks) * ff_block, o1 = std::min(n_ff, o0 + ff_block);
+        product(g, e, xq_gate, arb_gate, tg, tile_gate_, bx, bf16_off_, n_embd, gate_out, n_ff, o0, o1);
+        product(u, e, xq_up, arb_up, tu, tile_up, bx, bf16_off_, n_embd, up_out, n_ff, o0, o1);
+        for (int64_t r = r0; r < r0 + m; ++r)
+          vec::silu_mul(gate_out + r * n_ff + o0, up_out + r * n_ff + o0, o1 - o0, gate_out + r * n_ff + o0);
       });
+      for_each_item_by_range(*a.par, rows, par, [&](int64_t r, int) {
+        if (!row_bf16_[size_t(r)]) quantize(d.type, gate_out + r * n_ff, n_ff, hq + size_t(r) * arb_down);
+      });
+      if (bf16_h_bytes > 0)
+        for_each_item_by_range(*a.par, int64_t(active_.size()), par, [&](int64_t i, int) {
+          const int32_t e = active_[size_t(i)];
+          if (bf16_h_off_[size_t(e)] == kNoTiles) return;
+          const int64_t r0 = count_[size_t(e)], m = count_[size_t(e) + 1] - r0;
+          cpu::pack_bf16_acts(gate_out + r0 * n_ff, n_ff, n_ff, m, bh + bf16_h_off_[size_t(e)]);
+        });
+    }
     if (tiles_down > 0) tile_experts(d.type, hq, arb_down, n_ff, tile_down_, td);
 
     // down over (expert, block of n_embd rows).
@@ -393,6 +403,39 @@ class MoeExpertsFast final : public Kernel {
   // items even for one expert.
   static int64_t block_rows(int64_t n, int threads) {
     return std::max<int64_t>(32, std::min<int64_t>(128, (n / (2 * threads) + 31) / 32 * 32));
+  }
+
+  // Repacked experts: items of (expert, chunk of 256 of the n_ff rows), each
+  // computing its rows of gate and up into the thread's buffers, their SwiGLU,
+  // and that chunk of each of the expert's rows rounded for down into hq (the
+  // down's chunks are these 256 values, so a chunk is complete in one item).
+  // Items of 64 rows wrote gate and up to h (2 x rows x n_ff floats: 35 MB at
+  // a 512-token V2-Lite step, every line fetched for ownership and written
+  // back) and a pass of its own read the SwiGLU back to round it. Each value
+  // is the same: a row's sum does not depend on the rows beside it.
+  void glu_rounded(Parallel& par, const WeightView& g, const WeightView& u, const uint8_t* xq, size_t arb,
+                   const uint8_t* tiles, int64_t n_embd, int64_t n_ff, uint8_t* hq, size_t arb_down) {
+    const cpu::WeightBits bits = *repacked_;
+    const int64_t chunks = cpu::i8_chunks(n_ff);
+    const size_t mat_bytes = cpu::i8_matrix_bytes(n_embd, n_ff, bits);
+    for_each_item_by_range(par, int64_t(active_.size()) * chunks, true, [&](int64_t item, int) {
+      const int32_t e = active_[size_t(item / chunks)];
+      const int64_t r0 = count_[size_t(e)], m = count_[size_t(e) + 1] - r0;
+      const int64_t c = item % chunks, o0 = c * cpu::kI8Chunk, n_o = std::min(cpu::kI8Chunk, n_ff - o0);
+      auto* buf = static_cast<float*>(scratch(10, size_t(m) * 2 * cpu::kI8Chunk * sizeof(float)));
+      float* gate = buf;
+      float* up = buf + m * cpu::kI8Chunk;
+      const uint8_t* t = tile_gate_[size_t(e)] != kNoTiles ? tiles + tile_gate_[size_t(e)] : nullptr;
+      const size_t rows_at = size_t(e) * mat_bytes + cpu::i8_rows_offset(n_embd, o0, bits);
+      const uint8_t* x = xq + size_t(r0) * arb;
+      cpu::matmul_i8(g.bytes() + rows_at, n_embd, n_o, x, t, m, gate, cpu::kI8Chunk, 0, n_o, bits);
+      cpu::matmul_i8(u.bytes() + rows_at, n_embd, n_o, x, t, m, up, cpu::kI8Chunk, 0, n_o, bits);
+      for (int64_t r = 0; r < m; ++r) {
+        float* v = gate + r * cpu::kI8Chunk;
+        vec::silu_mul(v, up + r * cpu::kI8Chunk, n_o, v);
+        cpu::quantize_act_chunk_i8(v, n_ff, c, hq + size_t(r0 + r) * arb_down);
+      }
+    });
   }
 
   // Where each active expert's tiled activations start in a matrix's buffer

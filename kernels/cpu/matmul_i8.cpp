@@ -136,6 +136,20 @@ void quantize_acts_i8(const float* x, int64_t x_stride, int64_t n_rows, int64_t 
   }
 }
 
+void quantize_act_chunk_i8(const float* x, int64_t n_in, int64_t c, void* xq) {
+  auto* o = static_cast<uint8_t*>(xq);
+  const int64_t nc = i8_chunks(n_in), n = std::min<int64_t>(kI8Chunk, n_in - c * kI8Chunk);
+  float d;
+  if (active_isa() >= Isa::Avx512) {
+    d = matmul_detail::i8_quantize_chunk_avx512(x, n, o + c * 256);
+  } else {
+    std::memset(o + c * 256, 0, 256);
+    d = quantize_chunk_i8(x, n, reinterpret_cast<int8_t*>(o) + c * 256);
+  }
+  std::memcpy(o + nc * 256 + 4 * c, &d, 4);
+  if (c == nc - 1) std::memset(o + nc * 260, 0, i8_act_row_bytes(n_in) - size_t(nc) * 260);
+}
+
 size_t i8_tiles_bytes(int64_t n_in, int64_t n_batch) {
   if (active_isa() < Isa::Amx || n_batch < kI8TileMinBatch) return 0;
   return size_t((n_batch + 15) / 16) * matmul_detail::i8_tile_bytes(n_in);

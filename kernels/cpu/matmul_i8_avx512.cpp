@@ -15,6 +15,7 @@
 // GCC 12 warns that the intrinsics' unused pass-through operands "may be used
 // uninitialized" when inlined here.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 
 #include <algorithm>
 #include <cmath>
@@ -46,34 +47,37 @@ namespace {
 
 }  // namespace
 
+float i8_quantize_chunk_avx512(const float* x, int64_t n, uint8_t* q) {
+  const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
+  __m512 v[16];
+  __m512 amax = _mm512_setzero_ps();
+  for (int j = 0; j < 16; ++j) {
+    const int64_t left = n - 16 * j;
+    const __mmask16 m = left >= 16 ? __mmask16(0xFFFF) : left <= 0 ? __mmask16(0) : __mmask16((1u << left) - 1);
+    v[j] = _mm512_maskz_loadu_ps(m, x + 16 * j);
+    amax = _mm512_max_ps(amax, _mm512_and_ps(v[j], abs_mask));
+  }
+  const float dc = _mm512_reduce_max_ps(amax) / 127.0f;
+  const __m512 dv = _mm512_set1_ps(dc);
+  const __mmask16 live = dc == 0.0f ? __mmask16(0) : __mmask16(0xFFFF);
+  for (int j = 0; j < 16; ++j) {
+    const __m512 qf = _mm512_roundscale_ps(_mm512_div_ps(v[j], dv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m512i qi = _mm512_maskz_cvtps_epi32(live, qf);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16 * j), _mm512_cvtsepi32_epi8(qi));
+  }
+  return dc;
+}
+
 void i8_quantize_avx512(const float* x, int64_t x_stride, int64_t n_rows, int64_t n_in, uint8_t* dst) {
   const int64_t nc = i8_chunks(n_in);
   const size_t rb = i8_act_row_bytes(n_in);
-  const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
   for (int64_t r = 0; r < n_rows; ++r) {
     uint8_t* o = dst + size_t(r) * rb;
     const float* xr = x + r * x_stride;
     auto* d = reinterpret_cast<float*>(o + nc * 256);
-    for (int64_t c = 0; c < nc; ++c) {
-      const int64_t n = std::min<int64_t>(kI8Chunk, n_in - c * kI8Chunk);
-      __m512 v[16];
-      __m512 amax = _mm512_setzero_ps();
-      for (int j = 0; j < 16; ++j) {
-        const int64_t left = n - 16 * j;
-        const __mmask16 m = left >= 16 ? __mmask16(0xFFFF) : left <= 0 ? __mmask16(0) : __mmask16((1u << left) - 1);
-        v[j] = _mm512_maskz_loadu_ps(m, xr + c * kI8Chunk + 16 * j);
-        amax = _mm512_max_ps(amax, _mm512_and_ps(v[j], abs_mask));
-      }
-      const float dc = _mm512_reduce_max_ps(amax) / 127.0f;
-      d[c] = dc;
-      const __m512 dv = _mm512_set1_ps(dc);
-      const __mmask16 live = dc == 0.0f ? __mmask16(0) : __mmask16(0xFFFF);
-      for (int j = 0; j < 16; ++j) {
-        const __m512 qf = _mm512_roundscale_ps(_mm512_div_ps(v[j], dv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        const __m512i qi = _mm512_maskz_cvtps_epi32(live, qf);
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(o + c * 256 + 16 * j), _mm512_cvtsepi32_epi8(qi));
-      }
-    }
+    for (int64_t c = 0; c < nc; ++c)
+      d[c] = i8_quantize_chunk_avx512(xr + c * kI8Chunk, std::min<int64_t>(kI8Chunk, n_in - c * kI8Chunk),
+                                      o + c * 256);
     const size_t used = size_t(nc) * 260;
     std::memset(o + used, 0, rb - used);
   }

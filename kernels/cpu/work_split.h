@@ -111,7 +111,7 @@ class Scratch {
 
 // Scratch `slot` of the calling thread.
 inline void* scratch(int slot, size_t bytes) {
-  thread_local Scratch s[10];
+  thread_local Scratch s[12];
   return s[slot].get(bytes);
 }
 

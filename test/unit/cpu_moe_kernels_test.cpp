@@ -194,7 +194,10 @@ Repacked repack(const Tensor& t, cpu::WeightBits bits = cpu::WeightBits::Int8) {
 // the reference with Int8 / Int4 rounding (from the file's bytes), at decode
 // (1 token) and for a step whose experts take 1 to 30 rows, with a down matrix
 // whose rows (288) end in a short chunk. Neither is ggml's rounding: the two
-// differ by far more than the bound. Int4 is held to int8's bound: the
+// differ by far more than the bound. The 40-token step (20 rows an expert on
+// average) takes gate, up, the SwiGLU and its rounding in one item per chunk
+// of 256 n_ff rows (glu_rounded), decode the items of 64 rows through h: both
+// forms are held here. Int4 is held to int8's bound: the
 // reference rounds each chunk with the same quantize_chunk_i4 the repacking
 // calls, so both sum the same integers and differ by float order alone.
 void check_repacked_experts(cpu::WeightBits bits) {

@@ -296,4 +296,29 @@ TEST(MatmulI8Acts, VectorQuantizerMatchesPortable) {
   EXPECT_EQ(q[7], -4);  // -3.5 to even
 }
 
+// A row made a chunk at a time (the MoE operator rounds each expert's SwiGLU
+// rows so) is the row quantize_acts_i8 writes, byte for byte, on every engine:
+// chunks in any order, over a buffer of garbage, the short last chunk and the
+// row's padding included.
+TEST(MatmulI8Acts, ChunkByChunkIsTheRow) {
+  const Isa saved = isa_limit();
+  for (Isa isa : {Isa::Scalar, Isa::Avx512}) {
+    if (detected_isa() < isa) continue;
+    set_isa_limit(isa);
+    for (int64_t n : {int64_t(256), int64_t(600), int64_t(1408)}) {
+      const std::vector<float> x = random_acts(2, n, n, 13);
+      const size_t rb = i8_act_row_bytes(n);
+      Aligned whole(rb * 2), chunked(rb * 2);
+      std::memset(whole.p, 0x5A, rb * 2);
+      std::memset(chunked.p, 0xA5, rb * 2);
+      quantize_acts_i8(x.data(), n, 2, n, whole.p);
+      for (int64_t r = 0; r < 2; ++r)
+        for (int64_t c = i8_chunks(n) - 1; c >= 0; --c)
+          quantize_act_chunk_i8(x.data() + r * n + c * kI8Chunk, n, c, chunked.p + size_t(r) * rb);
+      EXPECT_EQ(std::memcmp(whole.p, chunked.p, rb * 2), 0) << "n_in " << n << ", isa " << int(isa);
+    }
+  }
+  set_isa_limit(saved);
+}
+
 }  // namespace
