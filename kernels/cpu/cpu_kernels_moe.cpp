@@ -405,28 +405,47 @@ class MoeExpertsFast final : public Kernel {
     return std::max<int64_t>(32, std::min<int64_t>(128, (n / (2 * threads) + 31) / 32 * 32));
   }
 
-  // Repacked experts: items of (expert, chunk of 256 of the n_ff rows), each
-  // computing its rows of gate and up into the thread's buffers, their SwiGLU,
-  // and that chunk of each of the expert's rows rounded for down into hq (the
-  // down's chunks are these 256 values, so a chunk is complete in one item).
-  // Items of 64 rows wrote gate and up to h (2 x rows x n_ff floats: 35 MB at
-  // a 512-token V2-Lite step, every line fetched for ownership and written
-  // back) and a pass of its own read the SwiGLU back to round it. Each value
-  // is the same: a row's sum does not depend on the rows beside it.
+  // Repacked experts: items of (expert, block of its rows, chunk of 256 of
+  // the n_ff outputs), each computing its outputs of gate and up for the
+  // block's rows into the thread's buffers, their SwiGLU, and that chunk of
+  // the block's rows rounded for down into hq (the down's chunks are these 256
+  // values, so a chunk is complete in one item). Items of 64 outputs wrote gate
+  // and up to h (2 x rows x n_ff floats: 35 MB at a 512-token V2-Lite step,
+  // every line fetched for ownership and written back) and a pass of its own
+  // read the SwiGLU back to round it. An expert's rows go in blocks of at most
+  // 128 (matmul_i8's AMX loop streams the weights once per 128 rows anyway), so
+  // a step whose tokens chose few experts still has items for every thread.
+  // Each value is the same as in the other form: a row's sum does not depend on
+  // the rows or outputs beside it.
+  struct RowBlock {
+    int32_t expert;
+    int64_t first, rows;  // of the expert's rows
+  };
   void glu_rounded(Parallel& par, const WeightView& g, const WeightView& u, const uint8_t* xq, size_t arb,
                    const uint8_t* tiles, int64_t n_embd, int64_t n_ff, uint8_t* hq, size_t arb_down) {
+    constexpr int64_t kMaxRows = 128;
     const cpu::WeightBits bits = *repacked_;
     const int64_t chunks = cpu::i8_chunks(n_ff);
     const size_t mat_bytes = cpu::i8_matrix_bytes(n_embd, n_ff, bits);
-    for_each_item_by_range(par, int64_t(active_.size()) * chunks, true, [&](int64_t item, int) {
-      const int32_t e = active_[size_t(item / chunks)];
+    // (expert, first row, rows): blocks of an expert's rows as even as
+    // multiples of 16 allow, so none is left with too few rows for the tiles.
+    blocks_.clear();
+    for (int32_t e : active_) {
       const int64_t r0 = count_[size_t(e)], m = count_[size_t(e) + 1] - r0;
+      const int64_t nb = (m + kMaxRows - 1) / kMaxRows, per = ((m + nb - 1) / nb + 15) / 16 * 16;
+      for (int64_t b = 0; b < m; b += per) blocks_.push_back({e, b, std::min(per, m - b)});
+    }
+    for_each_item_by_range(par, int64_t(blocks_.size()) * chunks, true, [&](int64_t item, int) {
+      const RowBlock& rb = blocks_[size_t(item / chunks)];
+      const int64_t r0 = count_[size_t(rb.expert)] + rb.first, m = rb.rows;
       const int64_t c = item % chunks, o0 = c * cpu::kI8Chunk, n_o = std::min(cpu::kI8Chunk, n_ff - o0);
-      auto* buf = static_cast<float*>(scratch(10, size_t(m) * 2 * cpu::kI8Chunk * sizeof(float)));
+      auto* buf = static_cast<float*>(scratch(10, size_t(kMaxRows) * 2 * cpu::kI8Chunk * sizeof(float)));
       float* gate = buf;
-      float* up = buf + m * cpu::kI8Chunk;
-      const uint8_t* t = tile_gate_[size_t(e)] != kNoTiles ? tiles + tile_gate_[size_t(e)] : nullptr;
-      const size_t rows_at = size_t(e) * mat_bytes + cpu::i8_rows_offset(n_embd, o0, bits);
+      float* up = buf + kMaxRows * cpu::kI8Chunk;
+      // The block's tiles: the expert's, from its first row's tile of 16.
+      const size_t t_off = tile_gate_[size_t(rb.expert)];
+      const uint8_t* t = t_off != kNoTiles ? tiles + t_off + cpu::i8_tiles_offset(n_embd, rb.first) : nullptr;
+      const size_t rows_at = size_t(rb.expert) * mat_bytes + cpu::i8_rows_offset(n_embd, o0, bits);
       const uint8_t* x = xq + size_t(r0) * arb;
       cpu::matmul_i8(g.bytes() + rows_at, n_embd, n_o, x, t, m, gate, cpu::kI8Chunk, 0, n_o, bits);
       cpu::matmul_i8(u.bytes() + rows_at, n_embd, n_o, x, t, m, up, cpu::kI8Chunk, 0, n_o, bits);
@@ -437,7 +456,6 @@ class MoeExpertsFast final : public Kernel {
       }
     });
   }
-
   // Where each active expert's tiled activations start in a matrix's buffer
   // (kNoTiles: matmul_q takes the quantized rows); returns the buffer's size.
   static constexpr size_t kNoTiles = ~size_t(0);
@@ -475,6 +493,7 @@ class MoeExpertsFast final : public Kernel {
   bool same_act_ = false;
   std::vector<int64_t> count_, pos_, slot_of_;
   std::vector<int32_t> token_of_, active_, mat_of_;
+  std::vector<RowBlock> blocks_;  // glu_rounded's items' blocks of rows
 };
 
 }  // namespace

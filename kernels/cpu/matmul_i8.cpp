@@ -155,6 +155,8 @@ size_t i8_tiles_bytes(int64_t n_in, int64_t n_batch) {
   return size_t((n_batch + 15) / 16) * matmul_detail::i8_tile_bytes(n_in);
 }
 
+size_t i8_tiles_offset(int64_t n_in, int64_t row) { return size_t(row / 16) * matmul_detail::i8_tile_bytes(n_in); }
+
 void tile_acts_i8(const void* xq, int64_t n_in, int64_t n_batch, void* dst) {
   matmul_detail::i8_tile_pack(static_cast<const uint8_t*>(xq), n_in, n_batch, static_cast<uint8_t*>(dst));
 }

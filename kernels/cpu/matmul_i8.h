@@ -100,6 +100,9 @@ inline size_t i8_rows_offset(int64_t n_in, int64_t o, WeightBits bits) {
 // CPU has no AMX, or for fewer than kI8TileMinBatch rows: pass nullptr then).
 constexpr int64_t kI8TileMinBatch = 8;
 size_t i8_tiles_bytes(int64_t n_in, int64_t n_batch);
+// Where row `row` (a multiple of 16) starts in tile_acts_i8's layout: from
+// there the rows after it are a layout of their own.
+size_t i8_tiles_offset(int64_t n_in, int64_t row);
 void tile_acts_i8(const void* xq, int64_t n_in, int64_t n_batch, void* dst);
 
 // y[b * y_stride + o] for o in [o_begin, o_end) and b in [0, n_batch); o_begin a

@@ -194,15 +194,16 @@ Repacked repack(const Tensor& t, cpu::WeightBits bits = cpu::WeightBits::Int8) {
 // the reference with Int8 / Int4 rounding (from the file's bytes), at decode
 // (1 token) and for a step whose experts take 1 to 30 rows, with a down matrix
 // whose rows (288) end in a short chunk. Neither is ggml's rounding: the two
-// differ by far more than the bound. The 40-token step (20 rows an expert on
-// average) takes gate, up, the SwiGLU and its rounding in one item per chunk
-// of 256 n_ff rows (glu_rounded), decode the items of 64 rows through h: both
+// differ by far more than the bound. The 200- and 40-token steps take gate,
+// up, the SwiGLU and its rounding in one item per (block of an expert's rows,
+// chunk of 256 n_ff outputs) (glu_rounded; the 200-token step's expert 0 has
+// 187 rows, two blocks of 96 and 91), decode the items of 64 outputs through h: both
 // forms are held here. Int4 is held to int8's bound: the
 // reference rounds each chunk with the same quantize_chunk_i4 the repacking
 // calls, so both sum the same integers and differ by float order alone.
 void check_repacked_experts(cpu::WeightBits bits) {
   const char* name = bits == cpu::WeightBits::Int4 ? "int4" : "int8";
-  const int64_t n_embd = 512, n_ff = 288, n_expert = 4, n_used = 2, n = 40;
+  const int64_t n_embd = 512, n_ff = 288, n_expert = 4, n_used = 2, n = 200;
   const auto [g, u, d] = random_experts(GgmlType::Q5_0, n_embd, n_ff, n_expert, 71);
   const Repacked gi = repack(g, bits), ui = repack(u, bits), di = repack(d, bits);
   const std::vector<float> x = random_floats(size_t(n * n_embd), 74);
@@ -210,10 +211,11 @@ void check_repacked_experts(cpu::WeightBits bits) {
   for (int64_t t = 0; t < n; ++t)
     for (int64_t k = 0; k < n_used; ++k) {
       int32_t e = int32_t((t + k * (1 + t % 2)) % 3);
-      if (t == 7 && k == 1) e = 3;  // one row of expert 3
+      if (t == 7 && k == 1) e = 3;                // one row of expert 3
+      if (t >= 40) e = k == 0 ? 0 : 1 + t % 2;    // expert 0: 187 rows of 200 tokens
       std::memcpy(&ids[size_t(t * n_used + k)], &e, 4);
     }
-  for (int64_t steps : {n, int64_t(1)}) {
+  for (int64_t steps : {n, int64_t(40), int64_t(1)}) {
     auto make = [&](Impl impl, bool repacked) {
       return moe_experts_call(impl, repacked ? std::vector<WeightView>{gi.view, ui.view, di.view}
                                              : std::vector<WeightView>{g.view, u.view, d.view},
