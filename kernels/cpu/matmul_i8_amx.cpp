@@ -8,7 +8,9 @@
 // four 64-value slices of a chunk added in the tiles (tdpbssd), then each C
 // tile read back once per chunk and scaled by the rows' and tokens' scales
 // into float accumulators in L1. matmul_q's AMX kernel reads back every 32
-// values and unpacks its weights per call; this one does neither.
+// values and unpacks its weights per call; this one does neither. Chunk by
+// chunk, four row pairs in turn take the chunk's activation tiles, so these
+// come from L2 once per four pairs (row_pairs).
 //
 // Int4 weights: each chunk of a block of rows is unpacked once (16 rows x 256
 // values, q = u - 8) into 4 KB of the thread's buffer, in the int8 block's
@@ -201,59 +203,78 @@ template <int NR>
     }
 }
 
-// Rows [o, o + 16 NR) against the group's n_tok tokens (tiles at `tiles`).
-// (Issuing a step's products before scaling the previous step's C tiles, so
-// the vector units scale while the tiles multiply, measured no faster on the
-// device's Xeon: 16 threads, hot weights, 48 / 256 tokens 7.2-7.3 / 7.8-8.5
-// TFLOP/s pipelined against 6.8-7.6 / 9.3 in this order.)
+// One chunk c of a pair of row blocks (NR of them, at blk0 and blk1) against
+// the group's n_tiles tiles of tokens (at `tiles`), scaled into acc
+// ([tile][32 rows][16 tokens]).
 template <class T, int NR, WeightBits B>
-void row_pair(const uint8_t* wi8, int64_t nc, int last_slices, size_t tb, int64_t o, const uint8_t* tiles,
-              int64_t n_tok, float* acc, int32_t* cbuf, uint8_t* unpacked) {
-  constexpr size_t kBlock = i8_block_bytes(B), kScales = i8_scales_offset(B);
+[[gnu::always_inline]] inline void chunk_rows(const uint8_t* blk0, const uint8_t* blk1, int64_t c, int64_t nc,
+                                              int slices, size_t tb, const uint8_t* tiles, int64_t n_tiles,
+                                              float* acc, int32_t* cbuf, uint8_t* unpacked) {
+  constexpr size_t kScales = i8_scales_offset(B);
+  // Where the tiles load the rows' values: the block itself, or its int4
+  // values unpacked.
+  const uint8_t* a0 = blk0;
+  const uint8_t* a1 = blk1;
+  if constexpr (B == WeightBits::Int4) {
+    i4_unpack(blk0, unpacked);
+    a0 = unpacked;
+    if constexpr (NR == 2) {
+      i4_unpack(blk1, unpacked + 4096);
+      a1 = unpacked + 4096;
+    }
+  }
+  for (int64_t tt = 0; tt < n_tiles; tt += 2) {
+    const uint8_t* t0 = tiles + size_t(tt) * tb;
+    Drain cur;
+    cur.nt = tt + 1 < n_tiles ? 2 : 1;
+    cur.dw[0] = reinterpret_cast<const float*>(blk0 + kScales);
+    cur.dw[1] = NR == 2 ? reinterpret_cast<const float*>(blk1 + kScales) : nullptr;
+    for (int i = 0; i < cur.nt; ++i) {
+      const uint8_t* ti = t0 + size_t(i) * tb;
+      cur.dx[i] = reinterpret_cast<const float*>(ti + nc * 4096) + c * 16;
+      cur.acc[i] = acc + (tt + i) * 512;
+    }
+    if (cur.nt == 2) products<T, NR, 2>(a0, a1, t0 + c * 4096, t0 + tb + c * 4096, slices);
+    else products<T, NR, 1>(a0, a1, t0 + c * 4096, nullptr, slices);
+    store_tiles<T, NR>(cur.nt, cbuf);
+    drain<NR>(cur, cbuf);
+  }
+}
+
+// Rows [o, o + 32 pairs) (the last pair one block of 16 rows unless
+// last_two) against the group's n_tok tokens (tiles at `tiles`), chunk by
+// chunk and, within a chunk, pair by pair: a chunk's activation tiles are
+// fetched from L2 once for all the pairs and then read from L1 (one pair at a
+// time fetched them once per pair: 3 x 4 KB a chunk at 48 tokens, as many
+// bytes as its weights three times over). acc: [pair][tile][32 rows][16 tokens].
+template <class T, WeightBits B>
+void row_pairs(const uint8_t* wi8, int64_t nc, int last_slices, size_t tb, int64_t o, int pairs, bool last_two,
+               const uint8_t* tiles, int64_t n_tok, float* acc, int32_t* cbuf, uint8_t* unpacked) {
+  constexpr size_t kBlock = i8_block_bytes(B);
   const int64_t n_tiles = (n_tok + 15) / 16;
-  std::memset(acc, 0, size_t(n_tiles) * 512 * sizeof(float));
-  const uint8_t* rows0 = wi8 + size_t(o / 16 * nc) * kBlock;
-  const uint8_t* rows1 = rows0 + size_t(nc) * kBlock;
+  std::memset(acc, 0, size_t(pairs * n_tiles) * 512 * sizeof(float));
+  const uint8_t* first = wi8 + size_t(o / 16 * nc) * kBlock;  // pair p's rows at first + 2 p nc kBlock
+  auto prefetch = [&](const uint8_t* blk0, bool two) {
+    for (size_t i = 0; i < kBlock; i += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(blk0 + i), _MM_HINT_T0);
+      if (two) _mm_prefetch(reinterpret_cast<const char*>(blk0 + size_t(nc) * kBlock + i), _MM_HINT_T0);
+    }
+  };
   for (int64_t c = 0; c < nc; ++c) {
-    const uint8_t* blk0 = rows0 + size_t(c) * kBlock;
-    const uint8_t* blk1 = NR == 2 ? rows1 + size_t(c) * kBlock : nullptr;
-    if (c + 1 < nc) {
-      // The next chunk's blocks, from memory while this one multiplies (the
-      // tiles' strided loads leave the hardware prefetchers behind: V2-Lite's
-      // MoE layer at 128 tokens 2.05-2.07 -> 2.25-2.36 TFLOP/s on the device).
-      for (size_t i = 0; i < kBlock; i += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(blk0 + kBlock + i), _MM_HINT_T0);
-        if constexpr (NR == 2) _mm_prefetch(reinterpret_cast<const char*>(blk1 + kBlock + i), _MM_HINT_T0);
-      }
-    }
-    // Where the tiles load the rows' values: the block itself, or its int4
-    // values unpacked.
-    const uint8_t* a0 = blk0;
-    const uint8_t* a1 = blk1;
-    if constexpr (B == WeightBits::Int4) {
-      i4_unpack(blk0, unpacked);
-      a0 = unpacked;
-      if constexpr (NR == 2) {
-        i4_unpack(blk1, unpacked + 4096);
-        a1 = unpacked + 4096;
-      }
-    }
-    for (int64_t tt = 0; tt < n_tiles; tt += 2) {
-      const uint8_t* t0 = tiles + size_t(tt) * tb;
-      Drain cur;
-      cur.nt = tt + 1 < n_tiles ? 2 : 1;
-      cur.dw[0] = reinterpret_cast<const float*>(blk0 + kScales);
-      cur.dw[1] = NR == 2 ? reinterpret_cast<const float*>(blk1 + kScales) : nullptr;
-      for (int i = 0; i < cur.nt; ++i) {
-        const uint8_t* ti = t0 + size_t(i) * tb;
-        cur.dx[i] = reinterpret_cast<const float*>(ti + nc * 4096) + c * 16;
-        cur.acc[i] = acc + (tt + i) * 512;
-      }
-      const int slices = c + 1 < nc ? 4 : last_slices;
-      if (cur.nt == 2) products<T, NR, 2>(a0, a1, t0 + c * 4096, t0 + tb + c * 4096, slices);
-      else products<T, NR, 1>(a0, a1, t0 + c * 4096, nullptr, slices);
-      store_tiles<T, NR>(cur.nt, cbuf);
-      drain<NR>(cur, cbuf);
+    const int slices = c + 1 < nc ? 4 : last_slices;
+    for (int p = 0; p < pairs; ++p) {
+      const bool two = p + 1 < pairs || last_two;
+      const uint8_t* blk0 = first + size_t(2 * p * nc + c) * kBlock;
+      // The next blocks, from memory while these multiply (the tiles' strided
+      // loads leave the hardware prefetchers behind: V2-Lite's MoE layer at
+      // 128 tokens 2.05-2.07 -> 2.25-2.36 TFLOP/s on the device).
+      if (p + 1 < pairs) prefetch(blk0 + size_t(2 * nc) * kBlock, p + 2 < pairs || last_two);
+      else if (c + 1 < nc) prefetch(first + size_t(c + 1) * kBlock, pairs > 1 || last_two);
+      float* acc_p = acc + size_t(p * n_tiles) * 512;
+      if (two)
+        chunk_rows<T, 2, B>(blk0, blk0 + size_t(nc) * kBlock, c, nc, slices, tb, tiles, n_tiles, acc_p, cbuf, unpacked);
+      else
+        chunk_rows<T, 1, B>(blk0, nullptr, c, nc, slices, tb, tiles, n_tiles, acc_p, cbuf, unpacked);
     }
   }
 }
@@ -275,27 +296,44 @@ void store_outputs(const float* acc, int64_t n_tok, int64_t rows, float* y, int6
     }
 }
 
+// Row pairs that share a chunk's activation tiles (row_pairs). Four: on the
+// device's Xeon (kt-bench moe --int4, TFLOP/s, runs alternating on two hosts)
+// one pair at a time / four: V2-Lite 512 tokens 6.4 / 7.1 and 7.1 / 7.2,
+// 2048 8.2 / 9.4 and 9.0 / 9.9; Qwen2-57B-A14B 512 8.8 / 10.3 and 9.7 / 9.8,
+// 2048 10.7 / 11.9 and 11.0 / 11.5. Eight, or eight up to 4 tiles of tokens,
+// did no better than four.
+constexpr int kPairs = 4;
+
 template <class T, WeightBits B>
 void run(const uint8_t* wi8, int64_t n_in, const uint8_t* tiles, int64_t n_batch, float* y, int64_t y_stride,
          int64_t o_begin, int64_t o_end, int64_t n_out) {
   const int64_t nc = i8_chunks(n_in);
   const int last_slices = int((n_in - (nc - 1) * kI8Chunk + 63) / 64);  // of the last chunk
   const size_t tb = i8_tile_bytes(n_in);
-  // acc[tile][32 rows][16 tokens] for a group's tiles, a step's C tiles, and
-  // two blocks of rows unpacked (int4).
-  auto* acc = static_cast<float*>(amx_thread_buffer(size_t(kGroupTiles) * 512 * sizeof(float) + 4096 + 8192));
-  auto* cbuf = reinterpret_cast<int32_t*>(acc + kGroupTiles * 512);
+  // acc[pair][tile][32 rows][16 tokens] for a group's tiles, a step's C tiles,
+  // and two blocks of rows unpacked (int4).
+  constexpr size_t kAcc = size_t(kPairs) * kGroupTiles * 512;
+  auto* acc = static_cast<float*>(amx_thread_buffer(kAcc * sizeof(float) + 4096 + 8192));
+  auto* cbuf = reinterpret_cast<int32_t*>(acc + kAcc);
   auto* unpacked = reinterpret_cast<uint8_t*>(cbuf + 1024);
   T::configure(tile_config());
   for (int64_t g0 = 0; g0 < n_batch; g0 += kGroupTiles * 16) {
     const int64_t n_tok = std::min<int64_t>(kGroupTiles * 16, n_batch - g0);
+    const int64_t n_tiles = (n_tok + 15) / 16;
     const uint8_t* gt = tiles + size_t(g0 / 16) * tb;
-    for (int64_t o = o_begin; o < o_end; o += 32) {
-      // A second block of rows where the range (and the matrix) has one.
-      const bool two = o + 16 < o_end && o + 16 < n_out;
-      if (two) row_pair<T, 2, B>(wi8, nc, last_slices, tb, o, gt, n_tok, acc, cbuf, unpacked);
-      else row_pair<T, 1, B>(wi8, nc, last_slices, tb, o, gt, n_tok, acc, cbuf, unpacked);
-      store_outputs(acc, n_tok, std::min<int64_t>(two ? 32 : 16, o_end - o), y + g0 * y_stride + o, y_stride);
+    constexpr int64_t step = 32 * kPairs;
+    for (int64_t o = o_begin; o < o_end; o += step) {
+      // Rows [o, o_rows) of the range (and the matrix): whole pairs, then
+      // maybe one block of 16.
+      const int64_t o_rows = std::min({o + step, o_end, n_out});
+      const int pairs = int((o_rows - o + 31) / 32);
+      const bool last_two = (o_rows - o) % 32 == 0 || (o_rows - o) % 32 > 16;
+      row_pairs<T, B>(wi8, nc, last_slices, tb, o, pairs, last_two, gt, n_tok, acc, cbuf, unpacked);
+      for (int p = 0; p < pairs; ++p) {
+        const int64_t op = o + 32 * p;
+        store_outputs(acc + size_t(p * n_tiles) * 512, n_tok, std::min<int64_t>(32, std::min(o_end, n_out) - op),
+                      y + g0 * y_stride + op, y_stride);
+      }
     }
   }
   T::release();

@@ -53,8 +53,9 @@ class MatmulI8 : public testing::TestWithParam<std::tuple<GgmlType, WeightBits>>
 
 const char* bits_str(WeightBits b) { return b == WeightBits::Int4 ? "int4" : "int8"; }
 
-// Odd shapes: n_in not a multiple of 256 (a short last chunk), 37 and 53 rows
-// (a partial block of rows, ranges that start inside the matrix), 1..50 tokens
+// Odd shapes: n_in not a multiple of 256 (a short last chunk), 37, 53 and 133
+// rows (a partial block of rows, ranges that start inside the matrix; 133: the
+// AMX loop's groups of row pairs, whole and ending in one block), 1..50 tokens
 // (partial tiles of tokens, one and two tiles a step). Int4 values are a
 // coarser step (d_w ~ 1/8 of a chunk's largest), so a value wrong by one moves
 // an output further: the same bound catches it.
@@ -66,7 +67,7 @@ TEST_P(MatmulI8, MatchesReference) {
   double worst = 0.0;
   for (int64_t n_in : {96, 256, 1408, 2048}) {
     if (n_in % block != 0) continue;
-    for (int64_t n_out : {37, 53}) {
+    for (int64_t n_out : {37, 53, 133}) {
       const int64_t n_batch_max = 50;
       const uint64_t seed = uint64_t(t) * 7919u + uint64_t(n_in) + uint64_t(n_out);
       const std::vector<uint8_t> w = random_weights(t, n_out, n_in, seed);
