@@ -393,10 +393,11 @@ TEST(FastMoe, ExpertSlotsAndChoicesSplitSumsToWhole) {
 // ---- MoE router --------------------------------------------------------------------
 
 // A decoding token's router product is split by blocks of experts over the
-// threads; a batch splits by tokens. Both give every token the same logits,
-// hence the same choices and weights, bit for bit.
+// threads; a batch splits by tokens, a prompt by runs of up to 8 tokens (here
+// 19 tokens on the test pool's threads). All give every token the same
+// logits, hence the same choices and weights, bit for bit.
 TEST(MoeGate, ExpertBlocksGiveWhatTokensGive) {
-  const int64_t n_embd = 256, ne = 64, nu = 6, n = 2;
+  const int64_t n_embd = 256, ne = 64, nu = 6, n = 19;
   const Tensor gate = random_weight(GgmlType::F32, {n_embd, ne}, 41, "gate");
   const std::vector<float> x = random_floats(size_t(n * n_embd), 42);
   auto run = [&](int64_t rows, const float* data) {
@@ -417,7 +418,7 @@ TEST(MoeGate, ExpertBlocksGiveWhatTokensGive) {
     c.run(sd.step(), rows);
     return std::make_pair(c.out[0], c.out[1]);
   };
-  const auto batch = run(n, x.data());  // two tokens on two threads: one each
+  const auto batch = run(n, x.data());
   for (int64_t t = 0; t < n; ++t) {
     const auto alone = run(1, x.data() + t * n_embd);  // one token: experts split in two blocks
     EXPECT_EQ(std::memcmp(alone.first.data(), batch.first.data() + t * nu, size_t(nu) * 4), 0) << "ids, token " << t;
