@@ -8,6 +8,9 @@
 //
 // CPU-only decode of V2-Lite spends ~4 ms a token here (README): this is the
 // figure to move, and its ratio says whether bandwidth or something else binds.
+// The prompt chunk also runs cpu.mla_attention (the decompressed form, what a
+// plan's prefill takes: K and V of every cached row made from the latents,
+// then attention per head), its FLOPs counted as that form's.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -48,8 +51,9 @@ struct MlaResult {
   double flops = 0;
 };
 
-// n tokens ending at position ctx - 1 of one sequence, over a cache of ctx rows.
-MlaResult time_mla(const MlaShape& s, ThreadPool& pool, int64_t ctx, int64_t n, int reps) {
+// n tokens ending at position ctx - 1 of one sequence, over a cache of ctx rows;
+// decompressed: cpu.mla_attention, else cpu.mla_attention_absorbed.
+MlaResult time_mla(const MlaShape& s, ThreadPool& pool, int64_t ctx, int64_t n, int reps, bool decompressed) {
   SplitMix64 rng(5);
   const std::vector<uint8_t> kb = random_weight_bytes(kKb, s.dn, s.r, s.H, rng),
                              vb = random_weight_bytes(kVb, s.r, s.dv, s.H, rng);
@@ -58,7 +62,7 @@ MlaResult time_mla(const MlaShape& s, ThreadPool& pool, int64_t ctx, int64_t n, 
   kern::KvView kv{kern::KvView::Kind::MlaLatent, kCache, 1, ctx, 1, s.r, s.dr,
                   const_cast<uint8_t*>(lat.data()), const_cast<uint8_t*>(pe.data())};
   kern::CallSpec spec;
-  spec.kernel = "cpu.mla_attention_absorbed";
+  spec.kernel = decompressed ? "cpu.mla_attention" : "cpu.mla_attention_absorbed";
   spec.weights = {weight_view(kb, kKb, s.dn, s.r, s.H, "k_b"), weight_view(vb, kVb, s.r, s.dv, s.H, "v_b")};
   spec.kv = &kv;
   for (const auto& [key, v] : {std::pair<const char*, int64_t>{"n_heads", s.H}, {"d_nope", s.dn}, {"d_rope", s.dr},
@@ -107,8 +111,12 @@ MlaResult time_mla(const MlaShape& s, ThreadPool& pool, int64_t ctx, int64_t n, 
   for (int64_t t = 0; t < n; ++t) attended += double(pos[size_t(t)] + 1);
   const double row_bytes = double(s.r + s.dr) * double(type_traits(kCache).type_size);
   res.bytes = double(ctx) * row_bytes + double(kb.size() + vb.size());
-  res.flops = 2.0 * double(n) * double(s.H) * double(s.r) * double(s.dn + s.dv) +  // q_abs, W_V
-              2.0 * attended * double(s.H) * double(s.r + s.dr + s.r);            // scores, attended latents
+  if (decompressed)
+    res.flops = 2.0 * double(ctx) * double(s.H) * double(s.r) * double(s.dn + s.dv) +  // K_nope and V
+                2.0 * attended * double(s.H) * double(s.dn + s.dr + s.dv);            // scores, P V
+  else
+    res.flops = 2.0 * double(n) * double(s.H) * double(s.r) * double(s.dn + s.dv) +  // q_abs, W_V
+                2.0 * attended * double(s.H) * double(s.r + s.dr + s.r);            // scores, attended latents
   return res;
 }
 
@@ -135,15 +143,18 @@ int run_mla_bench(int argc, char** argv) {
               std::string(type_name(kCache)).c_str());
   std::printf("%-18s %8s %8s %10s %10s %10s %10s\n", "model", "context", "tokens", "us", "GB/s", "of triad",
               "GFLOP/s");
+  // Rows: absorbed; "512d": the same prompt chunk decompressed.
   nlohmann::json j = {{"triad_gbps", triad.gbps}, {"threads", pool.n_threads()}, {"mla", nlohmann::json::array()}};
   for (const MlaShape& s : kMlaShapes) {
     if (!only.empty() && only != s.name) continue;
     struct Run {
       int64_t ctx, n;
+      bool decompressed;
     };
-    for (const Run r : {Run{576, 1}, Run{2048, 1}, Run{4096, 1}, Run{512, 512}}) {
+    for (const Run r : {Run{576, 1, false}, Run{2048, 1, false}, Run{4096, 1, false}, Run{512, 512, false},
+                        Run{512, 512, true}}) {
       if (quick && (r.ctx > 2048 || r.n > 1)) continue;
-      const MlaResult m = time_mla(s, pool, r.ctx, r.n, r.n == 1 ? 50 : 3);
+      const MlaResult m = time_mla(s, pool, r.ctx, r.n, r.n == 1 ? 50 : 3, r.decompressed);
       const double gbps = m.bytes / m.seconds / 1e9;
       // A prompt chunk is compute: its bytes are read once for 512 tokens.
       char bw[32] = "-", ratio[32] = "-";
@@ -151,10 +162,10 @@ int run_mla_bench(int argc, char** argv) {
         std::snprintf(bw, sizeof bw, "%.1f", gbps);
         std::snprintf(ratio, sizeof ratio, "%.0f%%", 100.0 * gbps / triad.gbps);
       }
-      std::printf("%-18s %8lld %8lld %10.1f %10s %10s %10.1f\n", s.name, (long long)r.ctx, (long long)r.n,
-                  m.seconds * 1e6, bw, ratio, m.flops / m.seconds / 1e9);
-      j["mla"].push_back({{"model", s.name}, {"context", r.ctx}, {"tokens", r.n}, {"us", m.seconds * 1e6},
-                          {"gbps", gbps}, {"gflops", m.flops / m.seconds / 1e9}});
+      std::printf("%-18s %8lld %7lld%s %10.1f %10s %10s %10.1f\n", s.name, (long long)r.ctx, (long long)r.n,
+                  r.decompressed ? "d" : " ", m.seconds * 1e6, bw, ratio, m.flops / m.seconds / 1e9);
+      j["mla"].push_back({{"model", s.name}, {"context", r.ctx}, {"tokens", r.n}, {"decompressed", r.decompressed},
+                          {"us", m.seconds * 1e6}, {"gbps", gbps}, {"gflops", m.flops / m.seconds / 1e9}});
     }
   }
   std::printf("%s\n", j.dump().c_str());
