@@ -15,6 +15,7 @@
 
 #include "kernels/cpu/matmul_bf16.h"
 #include "kernels/cpu/matmul_q.h"
+#include "kernels/cpu/ops_ref.h"
 #include "kernels/cpu/vec_f32.h"
 #include "test/unit/cpu_kernel_call.h"
 
@@ -369,6 +370,34 @@ TEST(AddRmsNorm, EqualsAddThenRmsNorm) {
     EXPECT_EQ(std::memcmp(fused.out[0].data(), add.out[0].data(), bytes), 0) << rows << "x" << cols << ": the sum";
     EXPECT_EQ(std::memcmp(fused.out[1].data(), norm.out[0].data(), bytes), 0) << rows << "x" << cols << ": the norm";
     EXPECT_GT(rel_l2(fused.out[1].data(), x.data(), size_t(rows * cols)), 0.1) << "the norm is not its input";
+  }
+}
+
+// cpu.rms_norm runs eight rows' sums side by side: each output is ref::rms_norm's,
+// bit for bit, for whole runs of eight rows, the rows past them and groups of a
+// row (Qwen3's per-head norms).
+TEST(RmsNorm, EightRowsAtATimeAreTheReference) {
+  for (const auto& [rows, cols, group] : {std::tuple<int64_t, int64_t, int64_t>{19, 2048, 2048}, {16, 100, 100},
+                                         {5, 512, 128}, {3, 7168, 7168}}) {
+    const std::vector<float> x = random_floats(size_t(rows * cols), 44, 3.0f);
+    Tensor w = random_weight(GgmlType::F32, {group}, 45, "norm");
+    Param eps, grp;
+    eps.key = "eps";
+    eps.f = 1e-6;
+    grp.key = "group";
+    grp.i = group;
+    Call norm("cpu.rms_norm", Impl::Fast, Rounding::GgmlCpu);
+    norm.add_in(GgmlType::F32, cols, rows, x);
+    norm.add_out(GgmlType::F32, cols, rows);
+    norm.spec.weights = {w.view};
+    norm.spec.params = {eps, grp};
+    ASSERT_TRUE(norm.bind()) << norm.error;
+    norm.run(one_sequence(rows).step(), rows);
+    std::vector<float> want(size_t(rows * cols));
+    kt::cpu::ref::rms_norm(x.data(), w.view.f32(), group, rows * cols / group, float(eps.f), want.data());
+    EXPECT_EQ(std::memcmp(norm.out[0].data(), want.data(), want.size() * sizeof(float)), 0)
+        << rows << "x" << cols << ", groups of " << group;
+    EXPECT_GT(rel_l2(norm.out[0].data(), x.data(), size_t(rows * cols)), 0.1) << "the norm is not its input";
   }
 }
 
