@@ -202,6 +202,12 @@ void drive_float(const uint8_t* w, uint64_t wr, int64_t n, const uint8_t* xq, si
                  int64_t ys, int64_t o0, int64_t o1) {
   using K = KernelFloat<T>;
   int64_t b = 0;
+  // Weights in cache (up to 1 MB: a MoE router's 64 x 2048 F32): runs of 4
+  // rows, which take 2 weight rows a tile, so each activation load serves two
+  // (8 rows take one: a load per multiply-add). A 512-token router call, two
+  // threads of the EPYC here: 2.36 -> 1.89 ms (best of 12). The same sums.
+  if (uint64_t(o1 - o0) * wr <= (uint64_t(1) << 20))
+    for (; n_batch - b >= 4; b += 4) K::template rows_nb<4>(w, wr, n, xq + size_t(b) * ab, ab, y + b * ys, ys, o0, o1);
   for (; n_batch - b >= kTile; b += kTile) K::template rows_nb<kTile>(w, wr, n, xq + size_t(b) * ab, ab, y + b * ys, ys, o0, o1);
   const uint8_t* x = xq + size_t(b) * ab;
   float* yb = y + b * ys;

@@ -82,7 +82,8 @@ INSTANTIATE_TEST_SUITE_P(Types, FastMatmul,
                                          MatmulCase{GgmlType::Q8_0, 1408, 45, 5}, MatmulCase{GgmlType::Q5_0, 1408, 33, 2},
                                          MatmulCase{GgmlType::IQ4_XS, 256, 129, 8}, MatmulCase{GgmlType::Q4_0, 96, 31, 4},
                                          MatmulCase{GgmlType::BF16, 64, 50, 3}, MatmulCase{GgmlType::F16, 64, 50, 3},
-                                         MatmulCase{GgmlType::F32, 64, 4096, 2}),
+                                         MatmulCase{GgmlType::F32, 64, 4096, 2}, MatmulCase{GgmlType::F32, 64, 300, 13},
+                                         MatmulCase{GgmlType::BF16, 64, 50, 9}),
                          [](const auto& info) {
                            return std::string(type_name(info.param.type)) + "_" + std::to_string(info.param.rows);
                          });
