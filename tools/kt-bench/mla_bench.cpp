@@ -8,9 +8,10 @@
 //
 // CPU-only decode of V2-Lite spends ~4 ms a token here (README): this is the
 // figure to move, and its ratio says whether bandwidth or something else binds.
-// The prompt chunk also runs cpu.mla_attention (the decompressed form, what a
-// plan's prefill takes: K and V of every cached row made from the latents,
-// then attention per head), its FLOPs counted as that form's.
+// The prompt chunk also runs cpu.mla_attention with kv_b (Q4_K; the
+// decompressed form, what a plan's prefill takes: K and V of every cached row
+// made from the latents, then attention per head), its FLOPs counted as that
+// form's.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -43,7 +44,7 @@ const MlaShape kMlaShapes[] = {
     {"deepseek-v3", 128, 128, 64, 128, 512},
 };
 
-constexpr GgmlType kKb = GgmlType::Q5_0, kVb = GgmlType::Q4_K, kCache = GgmlType::F16;
+constexpr GgmlType kKb = GgmlType::Q5_0, kVb = GgmlType::Q4_K, kKvb = GgmlType::Q4_K, kCache = GgmlType::F16;
 
 struct MlaResult {
   double seconds = 0;  // per call, best of the repetitions
@@ -64,6 +65,11 @@ MlaResult time_mla(const MlaShape& s, ThreadPool& pool, int64_t ctx, int64_t n, 
   kern::CallSpec spec;
   spec.kernel = decompressed ? "cpu.mla_attention" : "cpu.mla_attention_absorbed";
   spec.weights = {weight_view(kb, kKb, s.dn, s.r, s.H, "k_b"), weight_view(vb, kVb, s.r, s.dv, s.H, "v_b")};
+  // The decompressed fast path multiplies kv_b (k_b and v_b would take the
+  // absorbed kernel's path under this name).
+  const std::vector<uint8_t> kvb =
+      decompressed ? random_weight_bytes(kKvb, s.r, s.H * (s.dn + s.dv), 1, rng) : std::vector<uint8_t>();
+  if (decompressed) spec.weights = {weight_view(kvb, kKvb, s.r, s.H * (s.dn + s.dv), 1, "kv_b")};
   spec.kv = &kv;
   for (const auto& [key, v] : {std::pair<const char*, int64_t>{"n_heads", s.H}, {"d_nope", s.dn}, {"d_rope", s.dr},
                                {"d_v", s.dv}, {"kv_lora_rank", s.r}}) {
