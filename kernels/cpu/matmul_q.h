@@ -179,6 +179,10 @@ bool matmul_q_avx512(GgmlType t, const uint8_t* w, uint64_t w_row_bytes, int64_t
                      const uint8_t* xq, size_t act_bytes, int64_t n_batch, float* y,
                      int64_t y_stride, int64_t o_begin, int64_t o_end);
 bool matmul_q_avx512_covers(GgmlType t);
+// F32, F16 and BF16 weights (matmul_q_avx512_float.cpp; matmul_q_avx512 calls it).
+bool matmul_float_avx512(GgmlType t, const uint8_t* w, uint64_t w_row_bytes, int64_t n_in, const uint8_t* xq,
+                         size_t act_bytes, int64_t n_batch, float* y, int64_t y_stride, int64_t o_begin,
+                         int64_t o_end);
 bool quantize_acts_avx512(GgmlType t, const float* x, int64_t x_stride, int64_t n_rows,
                           int64_t n_in, uint8_t* dst, size_t act_bytes);
 // AMX-INT8 tiles (matmul_q_amx.cpp) for Q4_K, Q5_K, Q6_K, used from
