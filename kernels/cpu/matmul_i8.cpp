@@ -15,7 +15,6 @@
 
 namespace kt::cpu {
 
-using matmul_detail::i8_quantize_avx512;
 using ref::quantize_chunk_i8;
 
 int64_t i8_chunks(int64_t n_in) { return (n_in + kI8Chunk - 1) / kI8Chunk; }
@@ -122,20 +121,14 @@ size_t i8_act_row_bytes(int64_t n_in) {
 }
 
 void quantize_acts_i8(const float* x, int64_t x_stride, int64_t n_rows, int64_t n_in, void* dst) {
-  auto* out = static_cast<uint8_t*>(dst);
-  if (active_isa() >= Isa::Avx512) return i8_quantize_avx512(x, x_stride, n_rows, n_in, out);
-  const int64_t nc = i8_chunks(n_in);
   const size_t rb = i8_act_row_bytes(n_in);
-  for (int64_t r = 0; r < n_rows; ++r) {
-    uint8_t* o = out + size_t(r) * rb;
-    std::memset(o, 0, rb);
-    auto* d = reinterpret_cast<float*>(o + nc * 256);
-    for (int64_t c = 0; c < nc; ++c)
-      d[c] = quantize_chunk_i8(x + r * x_stride + c * kI8Chunk, std::min<int64_t>(kI8Chunk, n_in - c * kI8Chunk),
-                               reinterpret_cast<int8_t*>(o) + c * 256);
-  }
+  for (int64_t r = 0; r < n_rows; ++r)
+    for (int64_t c = 0; c < i8_chunks(n_in); ++c)
+      quantize_act_chunk_i8(x + r * x_stride + c * kI8Chunk, n_in, c, static_cast<uint8_t*>(dst) + size_t(r) * rb);
 }
 
+// One chunk as quantize_chunk_i8 rounds it (the vector form where the CPU has
+// it, bit for bit), its scale, and with the last chunk the row's padding.
 void quantize_act_chunk_i8(const float* x, int64_t n_in, int64_t c, void* xq) {
   auto* o = static_cast<uint8_t*>(xq);
   const int64_t nc = i8_chunks(n_in), n = std::min<int64_t>(kI8Chunk, n_in - c * kI8Chunk);

@@ -86,14 +86,15 @@ void repack_i8_matrices(GgmlType type, const void* w, uint64_t w_row_bytes, uint
 size_t i8_act_row_bytes(int64_t n_in);
 void quantize_acts_i8(const float* x, int64_t x_stride, int64_t n_rows, int64_t n_in, void* dst);
 // Chunk c of one activation row (xq: its i8_act_row_bytes(n_in)), from the
-// chunk's values x[0, min(256, n_in - 256 c)): the same bits quantize_acts_i8
-// writes there, for a caller that makes a row's values a chunk at a time (the
-// MoE operator's SwiGLU). The last chunk also zeroes the row's padding.
+// chunk's values x[0, min(256, n_in - 256 c)): what quantize_acts_i8 writes
+// there (it is this, chunk by chunk), for a caller that makes a row's values a
+// chunk at a time (the MoE operator's SwiGLU). The last chunk also zeroes the
+// row's padding.
 void quantize_act_chunk_i8(const float* x, int64_t n_in, int64_t c, void* xq);
 // Where rows [o, ...) of a repacked matrix start (o a multiple of 16): with
 // n_out - o rows from there it is itself a repacked matrix.
 inline size_t i8_rows_offset(int64_t n_in, int64_t o, WeightBits bits) {
-  return size_t(o / 16) * size_t((n_in + kI8Chunk - 1) / kI8Chunk) * i8_block_bytes(bits);
+  return size_t(o / 16) * size_t(i8_chunks(n_in)) * i8_block_bytes(bits);
 }
 
 // With AMX: the rows laid out once as the tiles' activations (0 bytes where the
@@ -116,8 +117,8 @@ const char* matmul_i8_impl();
 
 // ---- the ISA files' entry points; not an interface --------------------------------
 namespace matmul_detail {
-void i8_quantize_avx512(const float* x, int64_t x_stride, int64_t n_rows, int64_t n_in, uint8_t* dst);
-// One chunk (n <= 256 values) into q[0, 256), zeros past n; returns its scale.
+// One chunk (n <= 256 values) into q[0, 256), zeros past n; returns its scale
+// (quantize_chunk_i8's bits).
 float i8_quantize_chunk_avx512(const float* x, int64_t n, uint8_t* q);
 void i8_run_avx512(const uint8_t* wi8, int64_t n_in, const uint8_t* xq, int64_t n_batch, float* y, int64_t y_stride,
                    int64_t o_begin, int64_t o_end, int64_t n_out, WeightBits bits);

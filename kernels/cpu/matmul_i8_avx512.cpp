@@ -68,21 +68,6 @@ float i8_quantize_chunk_avx512(const float* x, int64_t n, uint8_t* q) {
   return dc;
 }
 
-void i8_quantize_avx512(const float* x, int64_t x_stride, int64_t n_rows, int64_t n_in, uint8_t* dst) {
-  const int64_t nc = i8_chunks(n_in);
-  const size_t rb = i8_act_row_bytes(n_in);
-  for (int64_t r = 0; r < n_rows; ++r) {
-    uint8_t* o = dst + size_t(r) * rb;
-    const float* xr = x + r * x_stride;
-    auto* d = reinterpret_cast<float*>(o + nc * 256);
-    for (int64_t c = 0; c < nc; ++c)
-      d[c] = i8_quantize_chunk_avx512(xr + c * kI8Chunk, std::min<int64_t>(kI8Chunk, n_in - c * kI8Chunk),
-                                      o + c * 256);
-    const size_t used = size_t(nc) * 260;
-    std::memset(o + used, 0, rb - used);
-  }
-}
-
 namespace {
 
 // One chunk of a block of int4 rows against a token's activations (signed,

@@ -64,12 +64,14 @@ MlaResult time_mla(const MlaShape& s, ThreadPool& pool, int64_t ctx, int64_t n, 
                   const_cast<uint8_t*>(lat.data()), const_cast<uint8_t*>(pe.data())};
   kern::CallSpec spec;
   spec.kernel = decompressed ? "cpu.mla_attention" : "cpu.mla_attention_absorbed";
-  spec.weights = {weight_view(kb, kKb, s.dn, s.r, s.H, "k_b"), weight_view(vb, kVb, s.r, s.dv, s.H, "v_b")};
-  // The decompressed fast path multiplies kv_b (k_b and v_b would take the
-  // absorbed kernel's path under this name).
+  // The decompressed fast path multiplies kv_b (given k_b and v_b, the kernel
+  // of that name takes the absorbed path).
   const std::vector<uint8_t> kvb =
       decompressed ? random_weight_bytes(kKvb, s.r, s.H * (s.dn + s.dv), 1, rng) : std::vector<uint8_t>();
-  if (decompressed) spec.weights = {weight_view(kvb, kKvb, s.r, s.H * (s.dn + s.dv), 1, "kv_b")};
+  if (decompressed)
+    spec.weights = {weight_view(kvb, kKvb, s.r, s.H * (s.dn + s.dv), 1, "kv_b")};
+  else
+    spec.weights = {weight_view(kb, kKb, s.dn, s.r, s.H, "k_b"), weight_view(vb, kVb, s.r, s.dv, s.H, "v_b")};
   spec.kv = &kv;
   for (const auto& [key, v] : {std::pair<const char*, int64_t>{"n_heads", s.H}, {"d_nope", s.dn}, {"d_rope", s.dr},
                                {"d_v", s.dv}, {"kv_lora_rank", s.r}}) {
@@ -116,7 +118,7 @@ MlaResult time_mla(const MlaShape& s, ThreadPool& pool, int64_t ctx, int64_t n, 
   double attended = 0;  // (token, cached row) pairs
   for (int64_t t = 0; t < n; ++t) attended += double(pos[size_t(t)] + 1);
   const double row_bytes = double(s.r + s.dr) * double(type_traits(kCache).type_size);
-  res.bytes = double(ctx) * row_bytes + double(kb.size() + vb.size());
+  res.bytes = double(ctx) * row_bytes + double(decompressed ? kvb.size() : kb.size() + vb.size());
   if (decompressed)
     res.flops = 2.0 * double(ctx) * double(s.H) * double(s.r) * double(s.dn + s.dv) +  // K_nope and V
                 2.0 * attended * double(s.H) * double(s.dn + s.dr + s.dv);            // scores, P V
