@@ -25,7 +25,8 @@ namespace {
 // 2048-value row ~3.4 us, and a 512-token V2-Lite prefill's 53 add_rms_norm
 // calls took 16 ms on the device's 16 cores). This file is built for baseline
 // x86-64, like the reference, so each square is rounded before it is added:
-// the same bits (RmsNorm.EightRowsAtATimeAreTheReference).
+// the same bits (RmsNorm.EightRowsAtATimeAreTheReference); the rest of each row
+// is the reference's own (ref::rms_norm_apply).
 void rms_norm_rows(const float* x, const float* w, int64_t n, int64_t rows, float eps, float* y) {
   constexpr int kRows = 8;
   int64_t r = 0;
@@ -37,15 +38,7 @@ void rms_norm_rows(const float* x, const float* w, int64_t n, int64_t rows, floa
         const double v = double(xr[k * n + i]);
         ss[k] += v * v;
       }
-    for (int k = 0; k < kRows; ++k) {
-      const double inv_rms = 1.0 / std::sqrt(ss[k] / double(n) + double(eps));
-      const float* xk = xr + k * n;
-      float* yk = y + (r + k) * n;
-      for (int64_t i = 0; i < n; ++i) {
-        const double v = double(xk[i]) * inv_rms;
-        yk[i] = float(w ? v * double(w[i]) : v);
-      }
-    }
+    for (int k = 0; k < kRows; ++k) ref::rms_norm_apply(xr + k * n, w, n, ss[k], eps, y + (r + k) * n);
   }
   if (r < rows) ref::rms_norm(x + r * n, w, n, rows - r, eps, y + r * n);
 }

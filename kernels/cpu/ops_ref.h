@@ -27,6 +27,10 @@ void get_rows(GgmlType type, const void* table, int64_t n_cols, const int32_t* i
 // ggml_rms_norm then ggml_mul by the weight: y = x / sqrt(mean(x^2) + eps) * w,
 // per row of n values. w may be null (no weight). y may alias x.
 void rms_norm(const float* x, const float* w, int64_t n, int64_t n_rows, float eps, float* y);
+// rms_norm's second half for one row whose sum of squares (in double, in
+// value order) is sum_sq: what a faster caller that sums rows its own way
+// shares with it, so the same bits.
+void rms_norm_apply(const float* x, const float* w, int64_t n, double sum_sq, float eps, float* y);
 
 // y = a + b elementwise over n values; y may alias a or b.
 void add(const float* a, const float* b, int64_t n, float* y);

@@ -73,11 +73,15 @@ void rms_norm(const float* x, const float* w, int64_t n, int64_t n_rows, float e
     float* yr = y + r * n;
     double sum_sq = 0.0;
     for (int64_t i = 0; i < n; ++i) sum_sq += double(xr[i]) * double(xr[i]);
-    const double inv_rms = 1.0 / std::sqrt(sum_sq / double(n) + double(eps));
-    for (int64_t i = 0; i < n; ++i) {
-      const double v = double(xr[i]) * inv_rms;
-      yr[i] = float(w ? v * double(w[i]) : v);
-    }
+    rms_norm_apply(xr, w, n, sum_sq, eps, yr);
+  }
+}
+
+void rms_norm_apply(const float* x, const float* w, int64_t n, double sum_sq, float eps, float* y) {
+  const double inv_rms = 1.0 / std::sqrt(sum_sq / double(n) + double(eps));
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = double(x[i]) * inv_rms;
+    y[i] = float(w ? v * double(w[i]) : v);
   }
 }
 
