@@ -2,13 +2,16 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <set>
 #include <thread>
 #include <vector>
 
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <dnnl.hpp>
 
@@ -106,6 +109,25 @@ GemmResult gemm_onednn(int64_t m, int64_t n, int64_t k, bool bf16, int reps) {
     best = std::max(best, 2.0 * double(m) * double(n) * double(k) / sec / 1e12);
   }
   return {best, m, n, k, bf16 ? "bf16" : "f32", pd.impl_info_str()};
+}
+
+uint64_t l3_cache_bytes() {
+  // Each L3 instance once: the CPUs sharing it name it.
+  std::set<std::string> seen;
+  uint64_t total = 0;
+  for (unsigned c = 0; c < std::max(1u, std::thread::hardware_concurrency()); ++c) {
+    const std::string dir = "/sys/devices/system/cpu/cpu" + std::to_string(c) + "/cache/index3/";
+    std::ifstream size(dir + "size"), shared(dir + "shared_cpu_list");
+    std::string sz, who;
+    if (!(size >> sz) || !(shared >> who) || !seen.insert(who).second) continue;
+    uint64_t v = std::strtoull(sz.c_str(), nullptr, 10);
+    if (sz.back() == 'K') v <<= 10;
+    if (sz.back() == 'M') v <<= 20;
+    total += v;
+  }
+  if (total > 0) return total;
+  const long one = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  return one > 0 ? uint64_t(one) : 0;
 }
 
 std::string cpu_description() {

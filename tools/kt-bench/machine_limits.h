@@ -29,4 +29,8 @@ GemmResult measure_gemm_onednn(int64_t m, int64_t n, int64_t k, bool bf16, int r
 // CPU model and the features kernels dispatch on.
 std::string cpu_description();
 
+// The last-level caches' bytes, all instances together (sysfs; else what the
+// C library reports for one; 0 when neither says).
+uint64_t l3_cache_bytes();
+
 }  // namespace kt::bench
