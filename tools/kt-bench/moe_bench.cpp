@@ -117,13 +117,6 @@ std::unique_ptr<Layer> copy_layer(const Layer& L) {
   return c;
 }
 
-uint64_t layer_bytes(const Layer& L) {
-  uint64_t b = 0;
-  for (int k = 0; k < 3; ++k)
-    b += L.i8[k].empty() ? uint64_t(L.w[k].nb[2]) * uint64_t(L.w[k].ne[2]) : repacked_bytes(L.i8[k]);
-  return b;
-}
-
 struct MoeTime {
   double seconds = 0;   // per call, best of the repetitions
   double median = 0;    // per call, median of the repetitions (what a run of many calls sees)
@@ -257,19 +250,20 @@ int run_moe_bench(int argc, char** argv) {
       const double sec = repack_layer(*L, pool.n_threads(), *repacked);
       const double file_bytes = expert_bytes * double(s.n_expert);
       expert_bytes = 0;
-      for (const auto& b : L->i8) expert_bytes += double(b.size() - 64) / double(s.n_expert);
+      for (const auto& b : L->i8) expert_bytes += double(repacked_bytes(b)) / double(s.n_expert);
       std::printf("%-18s repacked %.0f MB of experts to %.0f MB of %s in %.2f s\n", s.name, file_bytes / 1e6,
                   expert_bytes * double(s.n_expert) / 1e6, repacked_name, sec);
     }
     // Copies of the layer holding four times the L3 together (at least 256
     // MB of it, where the OS reports one slice of a split cache), up to 8.
-    const uint64_t l3 = std::max<uint64_t>(l3_cache_bytes(), uint64_t(256) << 20), one = layer_bytes(*L);
+    const uint64_t l3_os = l3_cache_bytes(), l3 = std::max<uint64_t>(l3_os, uint64_t(256) << 20);
+    const uint64_t one = uint64_t(expert_bytes * double(s.n_expert));
     const size_t n_copies = size_t(std::clamp<uint64_t>((4 * l3 + one - 1) / one, 1, 8));
     std::vector<std::unique_ptr<Layer>> copies;
     copies.push_back(std::move(L));
     while (copies.size() < n_copies) copies.push_back(copy_layer(*copies[0]));
     std::printf("%-18s calls rotate over %zu copies of the layer's %.0f MB (L3 %.0f MB)\n", s.name, n_copies,
-                double(one) / 1e6, double(l3_cache_bytes()) / 1e6);
+                double(one) / 1e6, double(l3_os) / 1e6);
     for (int64_t n : {int64_t(1), int64_t(128), int64_t(512), int64_t(2048)}) {
       if (quick && n > 128) continue;
       // Ten calls at 128 and 512 tokens (three gave best-of figures 15% apart
