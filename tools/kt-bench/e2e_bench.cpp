@@ -25,6 +25,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kernels/device.h"
 #include "runtime/executor.h"
 #include "runtime/plan_loader.h"
 #include "runtime/routing_hooks.h"
@@ -109,6 +110,53 @@ Bytes cpu_bytes(const Executor& ex) {
     }
   }
   return b;
+}
+
+// What one decode step reads from GPU memory, from the plan: every weight its
+// decode calls on a CUDA device use, once; a stack of experts (a 3-D weight)
+// counts as the experts one token chooses (n_used of the layer's moe_gate:
+// one token's choices are distinct); an embedding table one row (not counted,
+// as on the CPU). Held against the HBM copy bandwidth for all-GPU plans.
+struct GpuBytes {
+  double per_token = 0;
+  int device = -1;  // the first CUDA device's ordinal (-1: the plan has none)
+};
+GpuBytes gpu_bytes(const Executor& ex) {
+  GpuBytes g;
+  const plan::Plan& p = ex.plan();
+  auto int_param = [](const plan::Call* c, const char* key) -> int64_t {
+    if (c->params())
+      for (const plan::Param* prm : *c->params())
+        if (prm->key() && prm->key()->str() == key) return prm->i();
+    return 0;
+  };
+  std::map<int, int64_t> n_used;  // layer -> experts a token chooses
+  for (const plan::Phase* ph : *p.phases())
+    if (ph->name() && ph->name()->str() == "decode" && ph->calls())
+      for (const plan::Call* c : *ph->calls())
+        if (c->kernel()->str().ends_with("moe_gate")) n_used[c->layer()] = int_param(c, "n_used");
+  std::vector<bool> seen(p.weights() ? p.weights()->size() : 0, false);
+  for (const plan::Phase* ph : *p.phases()) {
+    if (!ph->name() || ph->name()->str() != "decode" || !ph->calls()) continue;
+    for (const plan::Call* c : *ph->calls()) {
+      const plan::Device* d = p.devices()->Get(uint32_t(c->device()));
+      if (d->kind() != plan::DeviceKind::CUDA || !c->weights() || c->kernel()->str().ends_with("embed")) continue;
+      if (g.device < 0) g.device = d->index();
+      for (int w : *c->weights()) {
+        if (seen[size_t(w)]) continue;
+        seen[size_t(w)] = true;
+        const plan::Weight* wt = p.weights()->Get(uint32_t(w));
+        if (wt->shape()->size() > 2) {
+          const auto it = n_used.find(c->layer());
+          const double used = it == n_used.end() ? 0.0 : double(it->second);
+          g.per_token += double(wt->bytes()) * used / double(std::max<int64_t>(wt->shape()->Get(2), 1));
+        } else {
+          g.per_token += double(wt->bytes());
+        }
+      }
+    }
+  }
+  return g;
 }
 
 struct RunResult {
@@ -252,11 +300,42 @@ int run_e2e_bench(int argc, char** argv) {
   const Bytes bytes = cpu_bytes(**ex);
   std::printf("cpu: %s\nplan: %s, %d threads, loaded in %.2f s; DRAM triad %.1f GB/s\n", cpu_description().c_str(),
               plan.c_str(), n_threads, load_s, triad.gbps);
+  // All experts on the GPU: decode is bound by HBM, not DRAM. Measured after
+  // the plan's load, with buffers that leave its memory alone (at most a
+  // quarter of what is free, 1 GiB each at most).
+  const GpuBytes gpu = gpu_bytes(**ex);
+  const bool all_gpu = has_gpu && bytes.per_expert.empty() && gpu.per_token > 0;
+  GpuCopyResult hbm;
+  if (all_gpu) {
+    uint64_t free_bytes = 0, total_bytes = 0;
+    kern::DeviceApi* api = kern::find_device_api("cuda");
+    if (api && api->mem_info(gpu.device, &free_bytes, &total_bytes))
+      hbm = measure_gpu_copy(gpu.device, std::min<uint64_t>(1ull << 30, free_bytes / 8 & ~uint64_t(4095)), 5);
+    else
+      hbm.error = "no memory information for cuda:" + std::to_string(gpu.device);
+    if (hbm.gbps > 0)
+      std::printf("gpu: %s, HBM copy %.0f GB/s (read + write, %.0f MB); decode reads %.1f MB of its weights a token\n",
+                  hbm.name.c_str(), hbm.gbps, double(hbm.bytes) / 1e6, gpu.per_token / 1e6);
+    else
+      std::printf("gpu: HBM copy not measured (%s)\n", hbm.error.c_str());
+  }
+  // A row's decode against the HBM copy (all-GPU plans), as the CPU rows are
+  // held against the triad.
+  auto gpu_row = [&](const char* name, double decode_tps, nlohmann::json* out) {
+    if (!all_gpu || hbm.gbps <= 0) return;
+    const double gbps = gpu.per_token * decode_tps / 1e9;
+    std::printf("%-16s %12s %12.2f %14s %14.1f %10.1f %9.0f%% of HBM copy\n", name, "", decode_tps, "-",
+                gpu.per_token / 1e6, gbps, 100.0 * gbps / hbm.gbps);
+    (*out)["gpu_bytes_per_token"] = gpu.per_token;
+    (*out)["gpu_gbps"] = gbps;
+    (*out)["gpu_limit_tps"] = hbm.gbps * 1e9 / gpu.per_token;
+  };
   std::printf("forced routing: %s\n", dist->name.c_str());
   std::printf("%-16s %12s %12s %14s %14s %10s %10s\n", "routing", "prefill t/s", "decode t/s", "expert MB/tok",
               "total MB/tok", "GB/s", "of triad");
   nlohmann::json j = {{"plan", plan}, {"threads", n_threads}, {"triad_gbps", triad.gbps}, {"prompt", n_prompt},
                       {"gen", n_gen}, {"routing", dist->name}};
+  if (all_gpu && hbm.gbps > 0) j["gpu_copy_gbps"] = hbm.gbps;
   const bool uniform = dist->kind == RoutingDistribution::Kind::Uniform;
   double own_bytes_per_token = 0;
   // --profile: the kernels of the run just measured (profiled), after its row.
@@ -311,6 +390,7 @@ int run_e2e_bench(int argc, char** argv) {
       std::printf("%-16s %12.1f %12.2f %14s %14s %10s %10s\n", "own, no hooks", r.prefill_tps, r.decode_tps, "-", "-",
                   "-", "-");
     }
+    gpu_row("  on the GPU", r.decode_tps, &j["own_no_hooks"]);
     if (profile)
       std::printf("host between decode steps: %.1f us a token for the greedy pick (Sampler, %lld logits)\n",
                   r.pick_us, (long long)(*ex)->n_vocab());
@@ -338,6 +418,7 @@ int run_e2e_bench(int argc, char** argv) {
         std::printf("%-16s %12.1f %12.2f %14s %14s %10s %10s\n", "uniform, no hook", u.prefill_tps, u.decode_tps, "-",
                     "-", "-", "-");
       }
+      gpu_row("  on the GPU", u.decode_tps, &j["uniform_no_hooks"]);
       print_profile("forced uniform, no hook");
     }
     if (has_gpu) {

@@ -15,6 +15,8 @@
 
 #include <dnnl.hpp>
 
+#include "kernels/device.h"
+
 namespace kt::bench {
 
 using Clock = std::chrono::steady_clock;
@@ -68,6 +70,43 @@ TriadResult measure_triad(uint64_t working_set_bytes, int threads, int reps) {
 // omp_set_num_threads holds the calling thread's parallel regions to n
 // threads. Looked up at run time so kt-bench does not link OpenMP itself; a
 // oneDNN on another runtime has no such symbol and keeps its own count.
+GpuCopyResult measure_gpu_copy(int index, uint64_t bytes, int reps) {
+  GpuCopyResult r;
+  r.bytes = bytes;
+  kern::DeviceApi* api = kern::find_device_api("cuda");
+  if (!api || index < 0 || index >= api->count()) {
+    r.error = "no CUDA device " + std::to_string(index);
+    return r;
+  }
+  r.name = api->name(index);
+  void* src = api->alloc(index, bytes, &r.error);
+  void* dst = src ? api->alloc(index, bytes, &r.error) : nullptr;
+  void* queue = dst ? api->create_queue(index, &r.error) : nullptr;
+  // Zeroed source: a copy's time does not depend on the values, and an
+  // untouched allocation must not be what is measured.
+  bool ok = queue && api->memset_zero(index, src, bytes, &r.error) && api->sync(queue, &r.error);
+  for (int rep = 0; ok && rep <= reps; ++rep) {
+    void* from = api->record_timed_event(queue, &r.error);
+    ok = from && api->copy(dst, src, bytes, queue, &r.error);
+    void* to = ok ? api->record_timed_event(queue, &r.error) : nullptr;
+    ok = ok && to && api->sync(queue, &r.error);
+    const double ms = ok ? api->elapsed_ms(from, to) : -1;
+    if (from) api->release_event(from);
+    if (to) api->release_event(to);
+    if (!ok || ms <= 0) {
+      if (r.error.empty()) r.error = "the copy's events gave no time";
+      ok = false;
+      break;
+    }
+    if (rep > 0) r.gbps = std::max(r.gbps, 2.0 * double(bytes) / (ms * 1e-3) / 1e9);  // rep 0 warms up
+  }
+  if (!ok) r.gbps = 0;
+  if (queue) api->destroy_queue(index, queue);
+  if (dst) api->free(index, dst);
+  if (src) api->free(index, src);
+  return r;
+}
+
 static void set_onednn_threads(int n) {
   using SetThreads = void (*)(int);
   if (auto f = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"))) f(n);

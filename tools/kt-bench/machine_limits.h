@@ -26,6 +26,20 @@ struct GemmResult {
 // does not govern, so they are set to the same count for the call.
 GemmResult measure_gemm_onednn(int64_t m, int64_t n, int64_t k, bool bf16, int reps, int threads);
 
+// The GPU's memory bandwidth, the limit an all-GPU decode is held against: a
+// device-to-device copy of `bytes` on CUDA device `index`, each byte read and
+// written, so 2 x bytes a copy (as test/cuda/cuda_bench_test.cpp and
+// ../shared/PEERS.md count it), best of `reps`. Through the runtime's device
+// API, so this needs no CUDA header. gbps stays 0 and `error` says why where
+// the build has no CUDA, the machine no GPU, or the buffers do not fit.
+struct GpuCopyResult {
+  double gbps = 0;
+  uint64_t bytes = 0;
+  std::string name;   // "NVIDIA H100 80GB HBM3"
+  std::string error;
+};
+GpuCopyResult measure_gpu_copy(int index, uint64_t bytes, int reps);
+
 // CPU model and the features kernels dispatch on.
 std::string cpu_description();
 
