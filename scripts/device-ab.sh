@@ -30,7 +30,7 @@ for r in $(seq 1 "$rounds"); do
     p=$plan
     if [[ "$rest" == *+* ]]; then p=${rest#*+}; rest=${rest%%+*}; fi
     line=$(env ${envs//,/ } LD_LIBRARY_PATH="$libs" "$rest/kt-bench" e2e "$p" ${KT_BENCH_ARGS:---prompt 64 --gen 128} 2>&1 |
-           grep 'own, no hooks' | head -1)
+           grep -E '^own, no hooks|^  on the GPU' | head -2 | tr -s ' ' | paste -sd'|')
     printf '%-12s round %d: %s\n' "$label" "$r" "${line:-no result}"
   done
 done
