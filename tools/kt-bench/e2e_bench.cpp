@@ -309,10 +309,14 @@ int run_e2e_bench(int argc, char** argv) {
   if (all_gpu) {
     uint64_t free_bytes = 0, total_bytes = 0;
     kern::DeviceApi* api = kern::find_device_api("cuda");
-    if (api && api->mem_info(gpu.device, &free_bytes, &total_bytes))
-      hbm = measure_gpu_copy(gpu.device, std::min<uint64_t>(1ull << 30, free_bytes / 8 & ~uint64_t(4095)), 5);
-    else
+    const bool known = api && api->mem_info(gpu.device, &free_bytes, &total_bytes);
+    const uint64_t copy_bytes = std::min<uint64_t>(1ull << 30, free_bytes / 8 & ~uint64_t(4095));
+    if (!known)
       hbm.error = "no memory information for cuda:" + std::to_string(gpu.device);
+    else if (copy_bytes < (64ull << 20))
+      hbm.error = std::to_string(free_bytes >> 20) + " MiB free on cuda:" + std::to_string(gpu.device);
+    else
+      hbm = measure_gpu_copy(gpu.device, copy_bytes, 5);
     if (hbm.gbps > 0)
       std::printf("gpu: %s, HBM copy %.0f GB/s (read + write, %.0f MB); decode reads %.1f MB of its weights a token\n",
                   hbm.name.c_str(), hbm.gbps, double(hbm.bytes) / 1e6, gpu.per_token / 1e6);
