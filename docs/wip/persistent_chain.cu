@@ -4,7 +4,8 @@
 // (B) as one persistent kernel with a grid barrier between the same phases,
 // (C) persistent with the phases merged to 8 a layer (norms, routing and
 // combines repeated per block), (D) C with the layer's dense weights
-// prefetched into L2 ahead of their phases. The work per weight is light
+// prefetched into L2 ahead of their phases, (E) C with the next group's dense
+// weights copied into shared memory before each barrier. The work per weight is light
 // (4 dp4a per 16 bytes): a bound on what the structure allows, not the math.
 #include <cuda_runtime.h>
 #include <cstdio>
@@ -128,6 +129,78 @@ __global__ void __launch_bounds__(kThreads) persistent(const Phase* phases, int 
     }
   }
 }
+// (E): C, and before each barrier a block copies its share of the next group's
+// dense weights into shared memory (cp.async: no registers hold them), so
+// they arrive while the grid waits; the next group reads them from there.
+constexpr uint64_t kStageBytes = 160 * 1024;
+__device__ __forceinline__ void cp_async16(void* smem, const void* g) {
+  const unsigned a = unsigned(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(a), "l"(g) : "memory");
+}
+// The group's phases from p: [p, q); visits each dense phase's slice of this block with
+// its offset in the stage (those that fit).
+template <class F>
+__device__ void staged_slices(const Phase* ph, int p, int q, F f) {
+  uint64_t at = 0;
+  for (int r = p; r < q; ++r) {
+    if (ph[r].kind != Dense) continue;
+    const uint64_t lo = ph[r].n16 * blockIdx.x / gridDim.x, hi = ph[r].n16 * (blockIdx.x + 1) / gridDim.x;
+    if ((at + hi - lo) * 16 > kStageBytes) return;
+    f(r, lo, hi, at);
+    at += hi - lo;
+  }
+}
+__device__ int group_end(const Phase* ph, int n_phase, int p) {
+  int q = p;
+  while (q < n_phase && ph[q].group == ph[p].group) ++q;
+  return q;
+}
+__global__ void __launch_bounds__(kThreads) persistent_staged(const Phase* phases, int n_phase, const Layer* layers,
+                                                              int n_layer, unsigned* out, unsigned* bar) {
+  extern __shared__ uint4 stage[];
+  bool staged_next = false;
+  for (int l = 0; l < n_layer; ++l) {
+    const Layer L = layers[l];
+    const Phase* ph = phases + l * n_phase;
+    int p = 0;
+    while (p < n_phase) {
+      const int q = group_end(ph, n_phase, p);
+      const int x = int(__ldcg(out + 16)) | 1;
+      unsigned acc = 0;
+      uint64_t staged_lo[32], staged_at[32];  // per phase of the group: -1 if not staged
+      for (int r = p; r < q; ++r) staged_lo[r - p] = ~0ull;
+      if (staged_next) {
+        staged_slices(ph, p, q, [&](int r, uint64_t lo, uint64_t, uint64_t at) { staged_lo[r - p] = lo; staged_at[r - p] = at; });
+        asm volatile("cp.async.wait_all;" ::: "memory");
+        __syncthreads();
+      }
+      for (int r = p; r < q; ++r) {
+        const Phase P = ph[r];
+        if (P.kind == Tiny) { if (int(blockIdx.x) < P.blocks) acc += phase_part(P, L, blockIdx.x, P.blocks, x, false); continue; }
+        if (staged_lo[r - p] != ~0ull) {
+          const uint64_t lo = P.n16 * blockIdx.x / gridDim.x, hi = P.n16 * (blockIdx.x + 1) / gridDim.x;
+          for (uint64_t i = threadIdx.x; i < hi - lo; i += kThreads) acc = dot16(stage[staged_at[r - p] + i], x, acc);
+        } else {
+          acc += phase_part(P, L, blockIdx.x, gridDim.x, x, false);
+        }
+      }
+      __syncthreads();  // the stage is read before it is refilled
+      // Stage the next group's dense slices (the next layer's first group after the last).
+      const Phase* nph = q < n_phase ? ph : (l + 1 < n_layer ? ph + n_phase : nullptr);
+      const int np = q < n_phase ? q : 0;
+      staged_next = nph != nullptr;
+      if (nph) {
+        staged_slices(nph, np, group_end(nph, n_phase, np), [&](int r, uint64_t lo, uint64_t hi, uint64_t at) {
+          for (uint64_t i = threadIdx.x; i < hi - lo; i += kThreads) cp_async16(stage + at + i, nph[r].w + lo + i);
+        });
+        asm volatile("cp.async.commit_group;" ::: "memory");
+      }
+      block_out(acc, out);
+      grid_sync(bar, bar + 1, gridDim.x);
+      p = q;
+    }
+  }
+}
 __global__ void copy_kernel(const uint4* a, uint4* b, uint64_t n) {
   for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x) b[i] = a[i];
 }
@@ -225,6 +298,16 @@ int main(int argc, char** argv) {
     snprintf(name, sizeof name, "(C) persistent, 8 barriers a layer, %d/SM", bps); report(name, run(phases, -1));
     snprintf(name, sizeof name, "(D) C + next layer's dense to L2 at g6, %d/SM", bps); report(name, run(phases, 6));
     snprintf(name, sizeof name, "(D') C + next layer's dense to L2 at g7, %d/SM", bps); report(name, run(phases, 7));
+  }
+  {
+    CK(cudaFuncSetAttribute(persistent_staged, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kStageBytes)));
+    int occ = 0; CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, persistent_staged, kThreads, kStageBytes));
+    if (occ >= 1) {
+      CK(cudaMemcpy(d_ph, phases.data(), phases.size() * sizeof(Phase), cudaMemcpyHostToDevice));
+      report("(E) C + next group's weights staged in smem", time_it([&] {
+        persistent_staged<<<sms, kThreads, kStageBytes, st>>>(d_ph, n_phase, d_l, n_layer, out, bar); }, 5));
+      CK(cudaGetLastError());
+    }
   }
   CK(cudaDeviceSynchronize());
   return 0;
