@@ -66,10 +66,6 @@ TriadResult measure_triad(uint64_t working_set_bytes, int threads, int reps) {
   return {best, uint64_t(3 * n * sizeof(double)), threads};
 }
 
-// Debian's oneDNN uses the OpenMP runtime (libgomp, loaded with it): its
-// omp_set_num_threads holds the calling thread's parallel regions to n
-// threads. Looked up at run time so kt-bench does not link OpenMP itself; a
-// oneDNN on another runtime has no such symbol and keeps its own count.
 GpuCopyResult measure_gpu_copy(int index, uint64_t bytes, int reps) {
   GpuCopyResult r;
   r.bytes = bytes;
@@ -107,6 +103,10 @@ GpuCopyResult measure_gpu_copy(int index, uint64_t bytes, int reps) {
   return r;
 }
 
+// Debian's oneDNN uses the OpenMP runtime (libgomp, loaded with it): its
+// omp_set_num_threads holds the calling thread's parallel regions to n
+// threads. Looked up at run time so kt-bench does not link OpenMP itself; a
+// oneDNN on another runtime has no such symbol and keeps its own count.
 static void set_onednn_threads(int n) {
   using SetThreads = void (*)(int);
   if (auto f = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"))) f(n);
