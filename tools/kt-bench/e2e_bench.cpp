@@ -21,6 +21,7 @@
 #include <cstring>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -78,34 +79,46 @@ class CpuExpertsPerStep final : public kern::RoutingHook {
   std::map<int, std::pair<uint64_t, uint64_t>> per_layer_;
 };
 
+// The plan's decode calls (every phase named "decode"), in order.
+std::vector<const plan::Call*> decode_calls(const plan::Plan& p) {
+  std::vector<const plan::Call*> calls;
+  for (const plan::Phase* ph : *p.phases())
+    if (ph->name() && ph->name()->str() == "decode" && ph->calls())
+      for (const plan::Call* c : *ph->calls()) calls.push_back(c);
+  return calls;
+}
+
+// A call's parameter `key`, or null.
+const plan::Param* find_param(const plan::Call* c, std::string_view key) {
+  if (c->params())
+    for (const plan::Param* prm : *c->params())
+      if (prm->key() && prm->key()->string_view() == key) return prm;
+  return nullptr;
+}
+
 // What one decode step reads from CPU memory, from the plan: every CPU weight
 // its decode calls use, routed experts counted per expert.
 Bytes cpu_bytes(const Executor& ex) {
   Bytes b;
   const plan::Plan& p = ex.plan();
   std::vector<bool> seen(p.weights() ? p.weights()->size() : 0, false);
-  for (const plan::Phase* ph : *p.phases()) {
-    if (!ph->name() || ph->name()->str() != "decode" || !ph->calls()) continue;
-    for (const plan::Call* c : *ph->calls()) {
-      if (p.devices()->Get(uint32_t(c->device()))->kind() != plan::DeviceKind::CPU || !c->weights()) continue;
-      const bool experts = c->kernel()->str().ends_with("moe_experts");
-      if (experts && c->params())
-        for (const plan::Param* prm : *c->params())
-          if (prm->key() && prm->key()->str() == "expert_slots" && prm->ints()) {
-            std::vector<bool>& held = b.gpu_held[c->layer()];
-            held.assign(prm->ints()->size(), false);
-            for (uint32_t e = 0; e < prm->ints()->size(); ++e) held[e] = prm->ints()->Get(e) < 0;
-          }
-      for (int w : *c->weights()) {
-        if (seen[size_t(w)]) continue;
-        seen[size_t(w)] = true;
-        const plan::Weight* wt = p.weights()->Get(uint32_t(w));
-        if (experts) {
-          const int64_t n_expert = wt->shape()->size() > 2 ? wt->shape()->Get(2) : 1;
-          b.per_expert[c->layer()] += double(wt->bytes()) / double(n_expert);
-        } else if (!c->kernel()->str().ends_with("embed")) {  // one row, not the table
-          b.dense += double(wt->bytes());
-        }
+  for (const plan::Call* c : decode_calls(p)) {
+    if (p.devices()->Get(uint32_t(c->device()))->kind() != plan::DeviceKind::CPU || !c->weights()) continue;
+    const bool experts = c->kernel()->str().ends_with("moe_experts");
+    if (const plan::Param* prm = experts ? find_param(c, "expert_slots") : nullptr; prm && prm->ints()) {
+      std::vector<bool>& held = b.gpu_held[c->layer()];
+      held.assign(prm->ints()->size(), false);
+      for (uint32_t e = 0; e < prm->ints()->size(); ++e) held[e] = prm->ints()->Get(e) < 0;
+    }
+    for (int w : *c->weights()) {
+      if (seen[size_t(w)]) continue;
+      seen[size_t(w)] = true;
+      const plan::Weight* wt = p.weights()->Get(uint32_t(w));
+      if (experts) {
+        const int64_t n_expert = wt->shape()->size() > 2 ? wt->shape()->Get(2) : 1;
+        b.per_expert[c->layer()] += double(wt->bytes()) / double(n_expert);
+      } else if (!c->kernel()->str().ends_with("embed")) {  // one row, not the table
+        b.dense += double(wt->bytes());
       }
     }
   }
@@ -124,35 +137,26 @@ struct GpuBytes {
 GpuBytes gpu_bytes(const Executor& ex) {
   GpuBytes g;
   const plan::Plan& p = ex.plan();
-  auto int_param = [](const plan::Call* c, const char* key) -> int64_t {
-    if (c->params())
-      for (const plan::Param* prm : *c->params())
-        if (prm->key() && prm->key()->str() == key) return prm->i();
-    return 0;
-  };
+  const std::vector<const plan::Call*> calls = decode_calls(p);
   std::map<int, int64_t> n_used;  // layer -> experts a token chooses
-  for (const plan::Phase* ph : *p.phases())
-    if (ph->name() && ph->name()->str() == "decode" && ph->calls())
-      for (const plan::Call* c : *ph->calls())
-        if (c->kernel()->str().ends_with("moe_gate")) n_used[c->layer()] = int_param(c, "n_used");
+  for (const plan::Call* c : calls)
+    if (c->kernel()->str().ends_with("moe_gate"))
+      if (const plan::Param* prm = find_param(c, "n_used")) n_used[c->layer()] = prm->i();
   std::vector<bool> seen(p.weights() ? p.weights()->size() : 0, false);
-  for (const plan::Phase* ph : *p.phases()) {
-    if (!ph->name() || ph->name()->str() != "decode" || !ph->calls()) continue;
-    for (const plan::Call* c : *ph->calls()) {
-      const plan::Device* d = p.devices()->Get(uint32_t(c->device()));
-      if (d->kind() != plan::DeviceKind::CUDA || !c->weights() || c->kernel()->str().ends_with("embed")) continue;
-      if (g.device < 0) g.device = d->index();
-      for (int w : *c->weights()) {
-        if (seen[size_t(w)]) continue;
-        seen[size_t(w)] = true;
-        const plan::Weight* wt = p.weights()->Get(uint32_t(w));
-        if (wt->shape()->size() > 2) {
-          const auto it = n_used.find(c->layer());
-          const double used = it == n_used.end() ? 0.0 : double(it->second);
-          g.per_token += double(wt->bytes()) * used / double(std::max<int64_t>(wt->shape()->Get(2), 1));
-        } else {
-          g.per_token += double(wt->bytes());
-        }
+  for (const plan::Call* c : calls) {
+    const plan::Device* d = p.devices()->Get(uint32_t(c->device()));
+    if (d->kind() != plan::DeviceKind::CUDA || !c->weights() || c->kernel()->str().ends_with("embed")) continue;
+    if (g.device < 0) g.device = d->index();
+    for (int w : *c->weights()) {
+      if (seen[size_t(w)]) continue;
+      seen[size_t(w)] = true;
+      const plan::Weight* wt = p.weights()->Get(uint32_t(w));
+      if (wt->shape()->size() > 2) {
+        const auto it = n_used.find(c->layer());
+        const double used = it == n_used.end() ? 0.0 : double(it->second);
+        g.per_token += double(wt->bytes()) * used / double(std::max<int64_t>(wt->shape()->Get(2), 1));
+      } else {
+        g.per_token += double(wt->bytes());
       }
     }
   }
